@@ -1,0 +1,89 @@
+"""Atomic file writes and DONE markers: a stage's outputs count only once its marker exists.
+
+Every writer goes through a temporary file in the same directory followed by os.replace, so a crash never
+leaves a half-written file under its final name (imitating nanochat's "marker written last").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+DONE_NAME = "DONE"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; on success it is renamed onto `path`, on error removed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def is_done(directory: str | os.PathLike) -> bool:
+    """True when `directory` holds a DONE marker (its stage finished and every output is in place)."""
+    return (Path(directory) / DONE_NAME).is_file()
+
+
+def mark_done(directory: str | os.PathLike, info: dict | None = None) -> None:
+    """Write the DONE marker last; `info` (e.g. wall time) is stored inside it as JSON."""
+    write_json(Path(directory) / DONE_NAME, info or {})
+
+
+@contextlib.contextmanager
+def staging_dir(final_dir: str | os.PathLike) -> Iterator[Path]:
+    """A fresh `<final>.partial` directory that replaces `final_dir` only when the block succeeds.
+
+    A crash leaves only the `.partial` directory, which the next attempt deletes; `final_dir` is never seen
+    half-complete.
+    """
+    final_dir = Path(final_dir)
+    partial = final_dir.with_name(final_dir.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True)
+    yield partial
+    if final_dir.exists():
+        shutil.rmtree(final_dir)
+    os.replace(partial, final_dir)
