@@ -1,0 +1,76 @@
+"""Paths inside a run directory (see DESIGN.md "A run directory"); one place that knows the layout."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A study or audit run directory. All paths are derived; nothing is created on construction."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def config(self) -> Path:
+        return self.root / "study.yaml"
+
+    @property
+    def env(self) -> Path:
+        return self.root / "env.json"
+
+    @property
+    def records(self) -> Path:
+        return self.root / "records.jsonl"
+
+    @property
+    def plan_dir(self) -> Path:
+        """Holds membership.parquet and plan.json."""
+        return self.root
+
+    @property
+    def membership(self) -> Path:
+        return self.root / "membership.parquet"
+
+    def model(self, model_id: str) -> Path:
+        return self.root / "models" / model_id
+
+    @property
+    def teacher(self) -> Path:
+        """A teacher prepared on population records (optional stage)."""
+        return self.root / "models" / "_teacher"
+
+    def fresh(self, target: str) -> Path:
+        return self.root / "signals" / "fresh" / target
+
+    def fixed(self, model_id: str) -> Path:
+        return self.root / "signals" / "fixed" / f"{model_id}.npz"
+
+    @property
+    def scores(self) -> Path:
+        return self.root / "scores.parquet"
+
+    @property
+    def metrics_json(self) -> Path:
+        return self.root / "metrics.json"
+
+    @property
+    def metrics_csv(self) -> Path:
+        return self.root / "metrics.csv"
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def leak_map(self) -> Path:
+        """Per-token gaps of the fresh trajectories of one leaking record, for the token-level view (json)."""
+        return self.root / "leak_map.json"
