@@ -1,0 +1,56 @@
+"""Study config: presets resolve, overrides apply, bad values name the key."""
+
+import pytest
+import yaml
+
+from leakaudit.config import PRESETS, apply_set, dump_config, load_config
+from leakaudit.errors import ConfigError, InputError
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_presets_resolve(preset):
+    cfg = load_config(preset=preset)
+    assert cfg.plan.n_students % 2 == 0
+    assert cfg.data.domains
+    # the dump round-trips through safe_load into an identical config
+    again = load_config(preset=preset, overrides=())
+    assert again.hash() == cfg.hash()
+    assert yaml.safe_load(dump_config(cfg))["plan"]["n_students"] == cfg.plan.n_students
+
+
+def test_default_study_is_offline():
+    cfg = load_config()
+    assert cfg.base_model == "smollm2-135m"
+    assert {s.source for s in cfg.data.domains.values()} <= {"champ", "medical", "humaneval"}
+
+
+def test_set_overrides_and_hash_changes():
+    a = load_config()
+    b = load_config(overrides=["plan.n_students=6", "training.epochs=3", "name=x"])
+    assert b.plan.n_students == 6 and b.training["epochs"] == 3 and b.name == "x"
+    assert a.hash() != b.hash()
+    assert apply_set({"a": {"b": 1}}, "a.c=[1, 2]") == {"a": {"b": 1, "c": [1, 2]}}
+
+
+def test_bad_values_raise_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="n_students"):
+        load_config(overrides=["plan.n_students=3"])
+    with pytest.raises(ConfigError, match="unknown keys"):
+        load_config(overrides=["plan.bogus=1"])
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(overrides=["plan.n_students"])
+    with pytest.raises(ConfigError, match="preset"):
+        load_config(preset="nope")
+    bad = tmp_path / "study.yaml"
+    bad.write_text("data: [unclosed\n")
+    with pytest.raises(InputError, match="study.yaml"):
+        load_config(bad)
+    with pytest.raises(InputError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_file_overrides_preset(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("preset: tiny\nname: mine\ndata: {n_candidates: 6}\n")
+    cfg = load_config(f)
+    assert cfg.name == "mine" and cfg.data.n_candidates == 6 and cfg.data.n_population == 4
