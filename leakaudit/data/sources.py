@@ -1,0 +1,43 @@
+"""One entry point for every record source: `load_source(name, limit=, seed=, **options)`.
+
+Each family lives in its own module and registers its loader with `@register_source`; importing this
+module imports them all. Sources: offline packages (champ, humaneval, medical), Hugging Face hub datasets
+(gsm8k, math, medqa, medmcqa, pubmedqa, mbpp) and the user's own files (file).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leakaudit.data import champ, hub_code, hub_math, hub_medical, humaneval, medical, user_files  # noqa: F401
+from leakaudit.data.records import Record, check_token_budget, check_unique
+from leakaudit.data.registry import get_source, source_descriptions
+from leakaudit.data.subset import seeded_subset
+from leakaudit.errors import ConfigError
+
+
+def available_sources() -> dict[str, str]:
+    """name -> one-line description of every source `load_source` accepts."""
+    return source_descriptions()
+
+
+def load_source(name: str, *, limit: int | None = None, seed: int = 0, tokenizer: Any = None,
+                max_tokens: int | None = None, **options: Any) -> list[Record]:
+    """Load the records of source `name`.
+
+    limit: keep a seeded random subset of this size (original order kept); seed also drives any sampling
+    the source itself does (e.g. which patient rows form the medical pool).
+    tokenizer, max_tokens: when both given, reject records whose prompt or privileged text is longer.
+    options: passed to the source's loader (see each module), e.g. `path=`, `columns=`, `tables=`, `split=`.
+    Raises InputError on bad data (naming file, line or record, and field) and on duplicate record ids.
+    """
+    entry = get_source(name)
+    records = entry.loader(seed=seed, **options)
+    where = str(options.get("path") or options.get("data_files") or name)
+    check_unique(records, path=where)
+    records = seeded_subset(records, limit, seed)
+    if max_tokens is not None:
+        if tokenizer is None:
+            raise ConfigError("max_tokens needs a tokenizer")
+        check_token_budget(records, tokenizer, max_tokens, path=where)
+    return records

@@ -1,0 +1,125 @@
+"""The user's own records: JSONL, CSV or parquet, with a mapping from record fields to the file's columns.
+
+`columns={"prompt": "question", "privileged": "solution", "answer": "final"}` reads the record's prompt from
+the column `question`, and so on; a field not in the mapping is read from the column of the same name when
+it exists. `domain=` fills the domain when the file has no domain column. Every row is validated with
+`validate_record_dict`, so errors name the file, the line (1-based, the header is line 1 in a CSV; the row
+number in a parquet file) and the field.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import pandas as pd
+
+from leakaudit.data.records import Record, validate_record_dict
+from leakaudit.data.registry import register_source
+from leakaudit.errors import ConfigError, InputError
+
+RECORD_FIELDS = ("record_id", "domain", "prompt", "privileged", "answer", "source", "meta")
+REQUIRED = ("prompt", "privileged")
+
+
+def decode_utf8(path: Path) -> str:
+    """The file's text, or InputError naming the line holding the first byte that is not UTF-8."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", path=str(path), line=line) from e
+
+
+def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line."""
+    for number, line in enumerate(decode_utf8(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"invalid JSON: {e.msg}", path=str(path), line=number) from e
+        if not isinstance(obj, dict):
+            raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=str(path), line=number)
+        yield number, obj
+
+
+def table_rows(frame: pd.DataFrame, first_line: int) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row dict) for each row; missing cells become None."""
+    frame = frame.astype(object).where(frame.notna(), None)
+    for offset, row in enumerate(frame.to_dict(orient="records")):
+        yield first_line + offset, row
+
+
+def read_rows(path: Path) -> tuple[list[str] | None, Iterator[tuple[int, dict[str, Any]]]]:
+    """The file's column names (None for JSONL, whose keys vary by line) and its numbered rows."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json"):
+        return None, jsonl_rows(path)
+    if suffix == ".csv":
+        frame = pd.read_csv(io.StringIO(decode_utf8(path)), dtype=str, keep_default_na=False)
+        return list(frame.columns), table_rows(frame, first_line=2)
+    if suffix == ".parquet":
+        frame = pd.read_parquet(path)
+        return list(frame.columns), table_rows(frame, first_line=1)
+    raise InputError("unsupported file type; use .jsonl, .csv or .parquet", path=str(path))
+
+
+def resolve_columns(columns: Mapping[str, str] | None) -> dict[str, str]:
+    """record field -> file column, defaulting each field to its own name."""
+    columns = dict(columns or {})
+    unknown = set(columns) - set(RECORD_FIELDS)
+    if unknown:
+        raise ConfigError(f"columns= maps unknown record fields {sorted(unknown)}; fields: {', '.join(RECORD_FIELDS)}")
+    return {name: columns.get(name, name) for name in RECORD_FIELDS}
+
+
+def row_to_record_dict(row: dict[str, Any], mapping: dict[str, str], *, domain: str, path: Path,
+                       line: int) -> dict[str, Any]:
+    """Pick the mapped columns out of one row; empty optional cells are dropped."""
+    out: dict[str, Any] = {}
+    for name, column in mapping.items():
+        value = row.get(column)
+        if name in REQUIRED and (value is None or (isinstance(value, str) and not value.strip())):
+            what = "missing" if column not in row else "is empty"
+            if column != name:
+                what += f" (the column mapped to record field '{name}')"
+            raise InputError(what, path=str(path), line=line, field=column)
+        if value is None or value == "":
+            continue
+        if name == "meta" and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as e:
+                raise InputError(f"is not a JSON object: {e.msg}", path=str(path), line=line, field=column) from e
+        out[name] = value
+    out.setdefault("domain", domain)
+    out.setdefault("source", f"file:{path.name}")
+    return out
+
+
+@register_source("file", "your own records: JSONL, CSV or parquet (path=, columns={field: column}, domain=)")
+def load_user_file(*, seed: int = 0, path: str | Path | None = None, columns: Mapping[str, str] | None = None,
+                   domain: str = "general") -> list[Record]:
+    """Every row of the file, in file order, validated into Records."""
+    if path is None:
+        raise ConfigError("the 'file' source needs path=")
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such file", path=str(path))
+    mapping = resolve_columns(columns)
+    header, rows = read_rows(path)
+    if header is not None:
+        for name in REQUIRED:
+            if mapping[name] not in header:
+                raise InputError(f"column '{mapping[name]}' not found (columns: {', '.join(header)})",
+                                 path=str(path), field=name)
+    records = [validate_record_dict(row_to_record_dict(row, mapping, domain=domain, path=path, line=line),
+                                    path=str(path), line=line) for line, row in rows]
+    if not records:
+        raise InputError("contains no records", path=str(path))
+    return records
