@@ -1,0 +1,220 @@
+"""Membership-inference metrics: AUROC with a bootstrap CI, TPR at low FPR, and per-level summaries.
+
+Conventions (one definition each, used everywhere in leakaudit):
+- higher score = more likely member; a NaN score counts as the lowest possible score (reported as `n_nan`);
+- TPR at FPR α = the largest TPR over the ROC thresholds whose FPR ≤ α (no interpolation between points,
+  ties are one threshold), from `sklearn.metrics.roc_curve`;
+- the AUROC CI is a 95% percentile bootstrap over records, *stratified* by label: members and non-members are
+  resampled separately (`scipy.stats.bootstrap` with two independent samples), so every resample keeps
+  n_pos and n_neg and is never single-class.  Seeded by `seed`.
+- TPR at α is "resolvable" only when α · n_neg ≥ 1 (at least one false positive is allowed).
+
+Metric dict keys follow docs/contracts.md: `tpr@0.1`, `tpr@0.01`, `tpr@0.001` (α as a fraction) and
+`resolvable@<α>`; `fpr_label(α)` gives the display form ("TPR@1%").
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.metrics import roc_auc_score, roc_curve
+
+from leakaudit.errors import InputError
+
+DEFAULT_ALPHAS = (0.1, 0.01, 0.001)
+LEVELS = ("target", "domain", "all")
+POOLED = "*"  # value of `target` / `domain` in pooled rows
+
+
+class SingleClassError(InputError):
+    """Metrics need both members and non-members."""
+
+
+def tpr_key(alpha: float) -> str:
+    """Dict / column key of TPR at FPR α, e.g. 0.01 -> 'tpr@0.01'."""
+    return f"tpr@{alpha:g}"
+
+
+def resolvable_key(alpha: float) -> str:
+    return f"resolvable@{alpha:g}"
+
+
+def fpr_label(alpha: float) -> str:
+    """Display label, e.g. 0.001 -> 'TPR@0.1%'."""
+    return f"TPR@{alpha * 100:g}%"
+
+
+def prepare(labels, scores) -> tuple[np.ndarray, np.ndarray, int]:
+    """Validate and return (y bool [N], finite ranks [N], n_nan); NaN -> lowest, ±inf allowed.
+
+    Scores are replaced by dense ranks: AUROC and TPR@FPR are invariant to monotone maps, and ranks are finite.
+    """
+    y = np.asarray(labels)
+    s = np.asarray(scores, dtype=np.float64)
+    if y.shape != s.shape or y.ndim != 1:
+        raise InputError(f"labels and scores must be 1-D and equal length, got {y.shape} and {s.shape}")
+    if not np.isin(y, (0, 1)).all():
+        raise InputError("labels must be 0/1 or bool (is_member)")
+    y = y.astype(bool)
+    n_pos = int(y.sum())
+    if n_pos == 0 or n_pos == len(y):
+        raise SingleClassError(f"need members and non-members, got {n_pos} members of {len(y)} records")
+    nan = np.isnan(s)
+    ranks = stats.rankdata(np.where(nan, -np.inf, s), method="dense").astype(np.float64)
+    return y, ranks, int(nan.sum())
+
+
+def tpr_at_fpr(labels, scores, alpha: float) -> float:
+    """Largest TPR over thresholds with FPR ≤ alpha (NaN scores lowest)."""
+    y, s, _ = prepare(labels, scores)
+    fpr, tpr, _ = roc_curve(y, s, drop_intermediate=False)
+    return float(tpr[fpr <= alpha].max())
+
+
+def _auc_statistic(pos: np.ndarray, neg: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Vectorised Mann–Whitney AUROC (ties count ½), for scipy.stats.bootstrap; equals roc_auc_score."""
+    pos, neg = np.moveaxis(pos, axis, -1), np.moveaxis(neg, axis, -1)
+    n_pos, n_neg = pos.shape[-1], neg.shape[-1]
+    ranks = stats.rankdata(np.concatenate([pos, neg], axis=-1), axis=-1)
+    return (ranks[..., :n_pos].sum(axis=-1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def auroc_ci(y: np.ndarray, s: np.ndarray, *, n_boot: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Stratified percentile bootstrap CI of the AUROC; NaN when n_boot == 0 or a class has < 2 records."""
+    pos, neg = s[y], s[~y]
+    if n_boot <= 0 or len(pos) < 2 or len(neg) < 2:
+        return float("nan"), float("nan")
+    res = stats.bootstrap((pos, neg), _auc_statistic, n_resamples=n_boot, vectorized=True, paired=False,
+                          confidence_level=level, method="percentile", batch=200,
+                          rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def roc_metrics(labels, scores, *, n_boot: int = 1000, seed: int = 0, alphas=DEFAULT_ALPHAS) -> dict:
+    """AUROC [95% CI], TPR at each α, class counts, NaN count and resolvability of each α."""
+    y, s, n_nan = prepare(labels, scores)
+    lo, hi = auroc_ci(y, s, n_boot=n_boot, seed=seed)
+    fpr, tpr, _ = roc_curve(y, s, drop_intermediate=False)
+    n_neg = int((~y).sum())
+    out = {"auroc": float(roc_auc_score(y, s)), "auroc_lo": lo, "auroc_hi": hi,
+           "n_pos": int(y.sum()), "n_neg": n_neg, "n_nan": n_nan}
+    for a in alphas:
+        out[tpr_key(a)] = float(tpr[fpr <= a].max())
+        out[resolvable_key(a)] = bool(a * n_neg >= 1)
+    return out
+
+
+def roc_points(labels, scores) -> tuple[np.ndarray, np.ndarray]:
+    """(fpr, tpr) of the ROC curve with NaN scores lowest, for plotting."""
+    y, s, _ = prepare(labels, scores)
+    fpr, tpr, _ = roc_curve(y, s)
+    return fpr, tpr
+
+
+def default_family(attack: str) -> str:
+    """Family when scores.parquet has no `family` column: blind_* -> blind, fresh-trajectory names -> fresh."""
+    if attack.startswith("blind"):
+        return "blind"
+    if attack == "leaky" or attack.startswith(("fresh", "same_traj", "mean_gap", "gap_")):
+        return "fresh"
+    return "fixed"
+
+
+def normalise_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    """Fill the optional columns (params, family, null_check) and add `label` (attack, + params when needed)."""
+    missing = {"record_id", "target", "domain", "attack", "score", "is_member"} - set(scores.columns)
+    if missing:
+        raise InputError(f"scores table lacks columns {sorted(missing)}", path="scores.parquet")
+    df = scores.copy()
+    if "params" not in df:
+        df["params"] = "{}"
+    df["params"] = df["params"].fillna("{}").astype(str)
+    if "family" not in df:
+        df["family"] = df["attack"].map(default_family)
+    df["null_check"] = df["null_check"].fillna(False).astype(bool) if "null_check" in df else False
+    n_params = df.groupby("attack")["params"].nunique()
+    multi = set(n_params[n_params > 1].index)
+    df["label"] = [f"{a} {_compact(p)}" if a in multi else a for a, p in zip(df["attack"], df["params"])]
+    return df
+
+
+def _compact(params: str) -> str:
+    try:
+        d = json.loads(params)
+    except json.JSONDecodeError:
+        return params
+    return ",".join(f"{k}={v}" for k, v in sorted(d.items())) if isinstance(d, dict) else params
+
+
+def summarise(scores: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, alphas=DEFAULT_ALPHAS) -> pd.DataFrame:
+    """One metrics row per (attack, target, domain), per (attack, domain) over targets, per attack over all.
+
+    Columns: null_check, level (target|domain|all), label, attack, params, family, target, domain (POOLED in pooled
+    rows), n_targets, then the roc_metrics keys.  Rows of null targets are summarised among themselves only.
+    A group with a single class gets NaN metrics (its counts are kept).
+    """
+    df = normalise_scores(scores)
+    keys = ["label", "attack", "params", "family"]
+    rows = []
+    for null_check, part in df.groupby("null_check", sort=True):
+        for level, by in (("target", ["target", "domain"]), ("domain", ["domain"]), ("all", [])):
+            for key, g in part.groupby(keys + by, sort=True):
+                row = dict(zip(keys + by, key), null_check=bool(null_check), level=level)
+                row.setdefault("target", POOLED)
+                row.setdefault("domain", POOLED)
+                row["n_targets"] = int(g["target"].nunique())
+                row.update(_safe_metrics(g, n_boot=n_boot, seed=seed, alphas=alphas))
+                rows.append(row)
+    cols = ["null_check", "level", "label", "attack", "params", "family", "target", "domain", "n_targets"]
+    out = pd.DataFrame(rows)
+    return out[cols + [c for c in out.columns if c not in cols]].reset_index(drop=True)
+
+
+def _safe_metrics(g: pd.DataFrame, *, n_boot: int, seed: int, alphas) -> dict:
+    try:
+        return roc_metrics(g["is_member"].to_numpy(), g["score"].to_numpy(), n_boot=n_boot, seed=seed,
+                           alphas=alphas)
+    except SingleClassError:
+        n_pos = int(g["is_member"].astype(bool).sum())
+        out = {"auroc": np.nan, "auroc_lo": np.nan, "auroc_hi": np.nan, "n_pos": n_pos,
+               "n_neg": len(g) - n_pos, "n_nan": int(g["score"].isna().sum())}
+        for a in alphas:
+            out[tpr_key(a)] = np.nan
+            out[resolvable_key(a)] = False
+        return out
+
+
+def headline_table(metrics_df: pd.DataFrame, *, leaky: str = "leaky", alpha: float = 0.01) -> pd.DataFrame:
+    """Per domain and overall: Leaky vs the best (highest-AUROC) baseline of each family (fresh, fixed, blind).
+
+    Real targets only (null_check False), pooled rows (level domain / all).  Returns one row per
+    (domain, method) with the chosen attack label, auroc, CI, a formatted "AUROC [95% CI]" and TPR at `alpha`.
+    """
+    m = metrics_df[~metrics_df["null_check"].astype(bool) & metrics_df["level"].isin(["domain", "all"])]
+    m = m.dropna(subset=["auroc"])
+    rows = []
+    domains = sorted(d for d in m["domain"].unique() if d != POOLED) + [POOLED]
+    for domain in domains:
+        md = m[m["domain"] == domain]
+        is_leaky = md["attack"] == leaky
+        picks = [("Leaky", md[is_leaky])]
+        picks += [(f"best {fam} baseline", md[~is_leaky & (md["family"] == fam)]) for fam in ("fresh", "fixed", "blind")]
+        for method, cand in picks:
+            if cand.empty:
+                continue
+            best = cand.loc[cand["auroc"].idxmax()]
+            rows.append({"domain": "all" if domain == POOLED else domain, "method": method, "attack": best["label"],
+                         "auroc": best["auroc"], "auroc_lo": best["auroc_lo"], "auroc_hi": best["auroc_hi"],
+                         "AUROC [95% CI]": format_ci(best["auroc"], best["auroc_lo"], best["auroc_hi"]),
+                         fpr_label(alpha): best[tpr_key(alpha)], "n_neg": int(best["n_neg"])})
+    return pd.DataFrame(rows, columns=["domain", "method", "attack", "auroc", "auroc_lo", "auroc_hi",
+                                       "AUROC [95% CI]", fpr_label(alpha), "n_neg"])
+
+
+def format_ci(x: float, lo: float, hi: float) -> str:
+    if np.isnan(lo):
+        return f"{x:.3f}"
+    return f"{x:.3f} [{lo:.3f}, {hi:.3f}]"

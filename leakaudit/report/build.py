@@ -1,0 +1,193 @@
+"""build_report: scores.parquet (+ study.yaml, env.json, leak_map.json) -> metrics.json/.csv, plots/, report.html."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from leakaudit.io import staging_dir, write_json, write_text
+from leakaudit.metrics import DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, resolvable_key, summarise, tpr_key
+from leakaudit.report import html as H
+from leakaudit.report import plots
+from leakaudit.report.leakmap import leak_map_figure
+from leakaudit.report.load import RunData, candidate_table, load_run, read_records_privileged
+from leakaudit.report.provenance import config_hash, file_sha256, library_versions, utc_now
+from leakaudit.report.redact import Redactor
+from leakaudit.rundir import RunDir
+
+SCHEMA_VERSION = 1
+
+
+def compute_metrics(run: RunData, *, n_boot: int, seed: int) -> pd.DataFrame:
+    """summarise() over the labelled score rows; an empty frame for an unlabelled audit."""
+    labelled = run.labelled
+    if labelled.empty:
+        return pd.DataFrame()
+    return summarise(labelled.assign(is_member=labelled["is_member"].astype(bool)), n_boot=n_boot, seed=seed)
+
+
+def null_check_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Null-target AUROC per attack (pooled over null targets) and whether its 95% CI contains 0.5."""
+    if metrics.empty:
+        return pd.DataFrame()
+    rows = metrics[metrics["null_check"] & (metrics["level"] == "all")].copy()
+    rows["straddles_0.5"] = (rows["auroc_lo"] <= 0.5) & (rows["auroc_hi"] >= 0.5)
+    return rows[["label", "family", "n_targets", "auroc", "auroc_lo", "auroc_hi", "n_pos", "n_neg",
+                 "straddles_0.5"]].reset_index(drop=True)
+
+
+def negatives_table(metrics: pd.DataFrame, alphas=DEFAULT_ALPHAS) -> pd.DataFrame:
+    """Members / non-members per scope (target, domain, all) and which TPR@α are resolvable (α·n_neg ≥ 1)."""
+    if metrics.empty:
+        return pd.DataFrame()
+    m = metrics[~metrics["null_check"]].drop_duplicates(["level", "target", "domain"])
+    out = m[["level", "domain", "target", "n_pos", "n_neg"]].copy()
+    for a in alphas:
+        out[f"{fpr_label(a)} resolvable"] = m[resolvable_key(a)].map({True: "yes", False: "no"})
+    return out.reset_index(drop=True)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(s)) or "_"
+
+
+def _jsonable(obj):
+    """NaN -> None and numpy scalars -> Python, recursively (metrics.json stays strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return _jsonable(df.to_dict(orient="records")) if not df.empty else []
+
+
+def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, leak_map: dict | None,
+                out_dir: Path) -> dict[str, Path]:
+    """Every figure as out_dir/<name>.png; returns name -> final path under run/plots."""
+    real = run.labelled[~run.labelled["null_check"]]
+    made: dict[str, Path] = {}
+    if not headline.empty:
+        made["auroc_bars"] = plots.save_png(plots.auroc_bars_figure(headline), out_dir / "auroc_bars.png")
+    for domain, g in real.groupby("domain", sort=True):
+        name = f"roc_{_slug(domain)}"
+        made[name] = plots.save_png(plots.roc_figure(g, title=str(domain)), out_dir / f"{name}.png")
+    if not headline.empty:
+        labels = list(dict.fromkeys(headline[headline["domain"] == "all"]["attack"]))
+        made["score_distributions"] = plots.save_png(plots.score_distribution_figure(real, labels),
+                                                     out_dir / "score_distributions.png")
+    nulls = null_check_table(metrics)
+    if not nulls.empty:
+        made["null_check"] = plots.save_png(plots.null_check_figure(nulls), out_dir / "null_check.png")
+    if leak_map is not None:
+        made["leak_map"] = plots.save_png(leak_map_figure(leak_map), out_dir / "leak_map.png")
+    return made
+
+
+def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 1000, seed: int = 0) -> Path:
+    """Write metrics.json, metrics.csv, plots/*.png and report.html into `run_dir`; return report.html's path.
+
+    redact=True replaces privileged text (record `privileged` strings, privileged config keys, leak-map tokens and
+    prompt) with "[redacted]" in every output.
+    """
+    rd = RunDir(Path(run_dir))
+    run = load_run(rd.root)
+    redactor = Redactor(tuple(read_records_privileged(rd.root))) if redact else None
+    config = redactor.config(run.config) if redactor else run.config
+    leak_map = redactor.leak_map(run.leak_map) if (redactor and run.leak_map) else run.leak_map
+
+    metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
+    headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
+    nulls, negatives = null_check_table(metrics), negatives_table(metrics)
+
+    with staging_dir(rd.plots) as tmp_plots:
+        made = write_plots(run, metrics, headline, leak_map, tmp_plots)
+    made = {k: rd.plots / p.name for k, p in made.items()}
+
+    write_text(rd.metrics_csv, metrics.to_csv(index=False))
+    write_json(rd.metrics_json, _jsonable({
+        "schema_version": SCHEMA_VERSION,
+        "date": utc_now(),
+        "config_hash": config_hash(run.config),
+        "config": config,
+        "seeds": {"bootstrap": seed, "study": run.config.get("seed"), "env": run.env.get("seed")},
+        "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": "percentile, stratified by label"},
+        "definitions": {"tpr@a": "largest TPR over thresholds with FPR <= a", "nan_scores": "lowest score",
+                        "resolvable@a": "a * n_neg >= 1"},
+        "versions": library_versions(),
+        "env": run.env,
+        "inputs": {"scores.parquet": {"sha256": file_sha256(rd.scores), "rows": len(run.scores)}},
+        "redacted": redact,
+        "results": _records(metrics),
+        "headline": _records(headline),
+        "null_check": _records(nulls),
+        "plots": sorted(p.name for p in made.values()),
+    }))
+    page = render_html(run, metrics, headline, nulls, negatives, config, made, n_boot=n_boot, seed=seed)
+    if redactor:
+        page = redactor.text(page)
+    write_text(rd.report_html, page)
+    return rd.report_html
+
+
+def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nulls: pd.DataFrame,
+                negatives: pd.DataFrame, config: dict, made: dict[str, Path], *, n_boot: int, seed: int) -> str:
+    """The report page; every section is skipped when its input is absent."""
+    plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
+    secs = []
+    if not headline.empty:
+        show = headline.drop(columns=["auroc", "auroc_lo", "auroc_hi"])
+        secs.append(H.section("Headline", H.table(show), plot("auroc_bars", "AUROC per domain"),
+                              '<p class="note">Best baseline = highest pooled AUROC within its family (fresh: same '
+                              'trajectories as Leaky; fixed: fixed reference answer; blind: text only). CI: '
+                              f'95% stratified percentile bootstrap over records, {n_boot} resamples, seed {seed}.</p>',
+                              anchor="headline"))
+    else:
+        secs.append(H.section("Candidates", '<p class="note">No membership labels: ranking only.</p>',
+                              H.table(candidate_table(run.scores).head(50)), anchor="candidates"))
+    if not nulls.empty:
+        ok = bool(nulls["straddles_0.5"].all())
+        verdict = (f'<p class="{"pass" if ok else "fail"}">Null check {"passed" if ok else "FAILED"}: '
+                   f'{int(nulls["straddles_0.5"].sum())} of {len(nulls)} attacks have a null-target AUROC CI '
+                   'containing 0.5.</p>')
+        secs.append(H.section("Null check", verdict, H.table(nulls), plot("null_check", "null check"),
+                              anchor="null"))
+    if not negatives.empty:
+        secs.append(H.section("Number of negatives", '<p class="note">TPR at FPR α is resolvable only when '
+                              'α · n_neg ≥ 1; otherwise the reported value is the TPR at FPR 0.</p>',
+                              H.table(negatives), anchor="negatives"))
+    rocs = [plot(k, k) for k in sorted(made) if k.startswith("roc_")]
+    if rocs:
+        secs.append(H.section("ROC curves (pooled per domain)", *rocs, anchor="roc"))
+    if "score_distributions" in made:
+        secs.append(H.section("Score distributions", plot("score_distributions", "score distributions"),
+                              anchor="distributions"))
+    if "leak_map" in made:
+        lm = run.leak_map or {}
+        prompt = "[redacted]" if "[redacted]" in str(config) or lm.get("redacted") else lm.get("prompt", "")
+        secs.append(H.section("Leak map", f'<p class="note">Prompt: {H.esc(prompt)}</p>' if prompt else "",
+                              plot("leak_map", "leak map"), anchor="leakmap"))
+    if not metrics.empty:
+        cols = ["null_check", "level", "label", "family", "target", "domain", "auroc", "auroc_lo", "auroc_hi"]
+        cols += [tpr_key(a) for a in DEFAULT_ALPHAS if tpr_key(a) in metrics] + ["n_pos", "n_neg", "n_nan"]
+        secs.append(H.section("All metrics", "<details><summary>per attack × target × domain, and pooled "
+                              f"(target/domain = {POOLED})</summary>" + H.table(metrics[cols]) + "</details>",
+                              anchor="all"))
+    secs.append(H.section("Study config", f"<pre>{H.esc(yaml.safe_dump(config, sort_keys=False))}</pre>",
+                          f'<p class="note">config hash {H.esc(config_hash(run.config))}</p>', anchor="config"))
+    if run.env:
+        secs.append(H.section("Environment", f"<pre>{H.esc(yaml.safe_dump(run.env, sort_keys=True))}</pre>",
+                              anchor="env"))
+    title = f"leakaudit report — {run.config.get('study', run.root.name)}"
+    return H.page(title, f"{run.root} · {len(run.scores)} score rows · built {utc_now()}", secs)

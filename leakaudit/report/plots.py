@@ -1,0 +1,108 @@
+"""Seaborn figures of a study's scores and metrics; each function returns a Figure, `save_png` writes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from leakaudit.io import atomic_path  # noqa: E402
+from leakaudit.metrics import SingleClassError, roc_points  # noqa: E402
+
+
+def save_png(fig: plt.Figure, path: Path, *, dpi: int = 110) -> Path:
+    """Write `fig` atomically as PNG and close it."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def roc_curves(scores: pd.DataFrame) -> pd.DataFrame:
+    """Long table of ROC points (label, fpr, tpr) per attack label over the given rows (labelled only)."""
+    parts = []
+    for label, g in scores.dropna(subset=["is_member"]).groupby("label", sort=True):
+        try:
+            fpr, tpr = roc_points(g["is_member"].astype(bool).to_numpy(), g["score"].to_numpy())
+        except SingleClassError:
+            continue
+        parts.append(pd.DataFrame({"label": label, "fpr": fpr, "tpr": tpr}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["label", "fpr", "tpr"])
+
+
+def roc_figure(scores: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """ROC of every attack over `scores` (pooled), on linear axes (left) and log-log axes (right)."""
+    sns.set_theme(style="whitegrid")
+    curves = roc_curves(scores)
+    n_neg = int((~scores["is_member"].astype(bool)).sum() / max(scores["label"].nunique(), 1))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    for ax, log in zip(axes, (False, True)):
+        sns.lineplot(data=curves, x="fpr", y="tpr", hue="label", estimator=None, sort=False, ax=ax,
+                     drawstyle="steps-post", legend=not log)
+        lo = min(1e-3, 0.5 / max(n_neg, 1)) if log else 0.0
+        ax.plot([max(lo, 1e-9), 1], [max(lo, 1e-9), 1], ls="--", c="grey", lw=1)
+        if log:
+            ax.set(xscale="log", yscale="log", xlim=(lo, 1), ylim=(lo, 1.02))
+        else:
+            ax.set(xlim=(0, 1), ylim=(0, 1.01))
+        ax.set(xlabel="false positive rate", ylabel="true positive rate",
+               title=("log-log" if log else "linear") + (f" — {title}" if title else ""))
+    if axes[0].get_legend() is not None:
+        sns.move_legend(axes[0], "lower right", title="attack", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def score_distribution_figure(scores: pd.DataFrame, labels: list[str]) -> plt.Figure:
+    """Histograms of member vs non-member scores, one column per attack label, one row per domain."""
+    sns.set_theme(style="whitegrid")
+    df = scores[scores["label"].isin(labels)].dropna(subset=["is_member"]).copy()
+    df["membership"] = np.where(df["is_member"].astype(bool), "member", "non-member")
+    grid = sns.displot(df, x="score", hue="membership", row="domain", col="label", col_order=labels,
+                       kind="hist", stat="density", common_norm=False, element="step", bins=20,
+                       height=2.6, aspect=1.3, facet_kws={"sharex": "col", "sharey": False},
+                       hue_order=["member", "non-member"])
+    grid.set_titles("{row_name} | {col_name}")
+    return grid.figure
+
+
+def auroc_bars_figure(headline: pd.DataFrame) -> plt.Figure:
+    """Per-domain AUROC bars with 95% CI error bars: Leaky vs the best baseline of each family."""
+    sns.set_theme(style="whitegrid")
+    domains = list(dict.fromkeys(headline["domain"]))
+    methods = list(dict.fromkeys(headline["method"]))
+    full = (pd.MultiIndex.from_product([domains, methods], names=["domain", "method"]).to_frame(index=False)
+            .merge(headline, on=["domain", "method"], how="left"))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(domains) * len(methods) / 2), 4.2))
+    sns.barplot(data=full, x="domain", y="auroc", hue="method", order=domains, hue_order=methods,
+                errorbar=None, ax=ax)
+    for container, method in zip(ax.containers, methods):
+        sub = full[full["method"] == method].set_index("domain").loc[domains]
+        x = [bar.get_x() + bar.get_width() / 2 for bar in container]
+        y = sub["auroc"].to_numpy(float)
+        err = np.vstack([y - sub["auroc_lo"].to_numpy(float), sub["auroc_hi"].to_numpy(float) - y])
+        ax.errorbar(x, y, yerr=np.nan_to_num(err), fmt="none", ecolor="black", capsize=3, lw=1)
+    ax.axhline(0.5, ls="--", c="grey", lw=1)
+    ax.set(ylim=(0, 1.05), ylabel="AUROC (95% CI)", xlabel="domain", title="AUROC per domain")
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1, 1), title=None)
+    fig.tight_layout()
+    return fig
+
+
+def null_check_figure(null_rows: pd.DataFrame) -> plt.Figure:
+    """Null-target AUROC with 95% CI per attack; every interval should contain 0.5."""
+    sns.set_theme(style="whitegrid")
+    d = null_rows.sort_values("label")
+    fig, ax = plt.subplots(figsize=(6, 0.45 * len(d) + 1.4))
+    sns.scatterplot(data=d, x="auroc", y="label", ax=ax, s=40, color="C0", zorder=3)
+    ax.hlines(d["label"], d["auroc_lo"], d["auroc_hi"], color="C0", lw=2)
+    ax.axvline(0.5, ls="--", c="grey", lw=1)
+    ax.set(xlim=(0, 1), xlabel="AUROC on null target (95% CI)", ylabel="", title="Null check")
+    fig.tight_layout()
+    return fig
