@@ -1,0 +1,85 @@
+"""The signal stages the pipeline calls; each returns at once when its output is already stored (resume).
+
+- sample_fresh: n trajectories per record from the target, prompted with the student prompt only.
+- score_fresh: per-token log-probs of the stored trajectories under one model (prefix = the stored prompt).
+- score_fixed: per-token log-probs (+ Min-K%++ statistics) of each record's reference text under one model.
+The fresh directory's DONE marker is the pipeline's to write once every needed model has scored
+(`missing_logp` says which have not).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from leakaudit.data.records import Record, check_unique
+from leakaudit.errors import ConfigError
+from leakaudit.prompting import reference_text_ids, student_prompt_ids
+from leakaudit.signals.backend import Backend, SamplingConfig
+from leakaudit.signals.store import (has_logp, has_trajectories, load_prompts, load_sampling_meta,
+                                     load_trajectories, save_fixed, save_logp, save_trajectories)
+
+
+def sample_fresh(backend: Backend, tokenizer: Any, records: Sequence[Record], cfg: SamplingConfig,
+                 out_dir: str | os.PathLike, *, model_ref: str = "") -> int:
+    """Sample cfg.n_per_record trajectories per record into out_dir. Returns the number of trajectories
+    sampled (0 when out_dir already holds trajectories sampled with the same config and records)."""
+    check_unique(records)
+    out_dir = Path(out_dir)
+    ids = [r.record_id for r in records]
+    if has_trajectories(out_dir):
+        meta = load_sampling_meta(out_dir)
+        if meta.get("config") != cfg.to_dict() or meta.get("record_ids") != ids:
+            raise ConfigError(f"{out_dir} holds trajectories sampled with another config or other records; "
+                              f"delete it to resample")
+        return 0
+    start = time.time()
+    prompts = [student_prompt_ids(tokenizer, r) for r in records]
+    trajs = backend.sample(prompts, cfg)
+    meta = {"config": cfg.to_dict(), "model_ref": model_ref or getattr(backend, "model_ref", ""),
+            "record_ids": ids, "seconds": round(time.time() - start, 3),
+            "n_tokens": sum(len(t) for per in trajs for t in per)}
+    save_trajectories(out_dir, ids, trajs, meta, prompts=prompts)
+    return sum(len(per) for per in trajs)
+
+
+def score_fresh(backend: Backend, model_id: str, out_dir: str | os.PathLike) -> int:
+    """Score every stored trajectory under `backend` as model `model_id` (prefix = the stored student prompt).
+    Returns the number of tokens scored (0 when logp__<model_id>.npz already exists)."""
+    if has_logp(out_dir, model_id):
+        return 0
+    trajs = load_trajectories(out_dir)
+    prompts = load_prompts(out_dir)
+    keys, prefixes, conts = [], [], []
+    for rid, rows in trajs.items():
+        for row in rows:
+            keys.append(rid)
+            prefixes.append(prompts[rid].tolist())
+            conts.append(row.tolist())
+    scores = backend.score(prefixes, conts)
+    logp: dict[str, list] = {}
+    for rid, s in zip(keys, scores):
+        logp.setdefault(rid, []).append(s.logp)
+    save_logp(out_dir, model_id, logp)
+    return sum(len(c) for c in conts)
+
+
+def missing_logp(out_dir: str | os.PathLike, model_ids: Sequence[str]) -> list[str]:
+    """The model ids whose log-probs of the stored trajectories are not stored yet."""
+    return [m for m in model_ids if not has_logp(out_dir, m)]
+
+
+def score_fixed(backend: Backend, tokenizer: Any, records: Sequence[Record], out_path: str | os.PathLike, *,
+                vocab_stats: bool = True) -> int:
+    """Score each record's reference text (prefix = student prompt, continuation = reference_text_ids) into
+    out_path. Returns the number of tokens scored (0 when out_path exists)."""
+    check_unique(records)
+    if Path(out_path).is_file():
+        return 0
+    prefixes = [student_prompt_ids(tokenizer, r) for r in records]
+    conts = [reference_text_ids(tokenizer, r) for r in records]
+    scores = backend.score(prefixes, conts, vocab_stats=vocab_stats)
+    save_fixed(out_path, [r.record_id for r in records], conts, scores)
+    return sum(len(c) for c in conts)
