@@ -228,6 +228,7 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None,
             raise InputError(f"invalid YAML: {e}", path=str(p)) from e
         if not isinstance(file_dict, dict):
             raise InputError("a study config must be a mapping", path=str(p))
+    file_dict.pop("_meta", None)  # provenance block that run-study appends to study.yaml
     preset = preset or file_dict.pop("preset", None) or "default"
     merged = deep_merge(preset_dict(preset), file_dict)
     for assignment in overrides:

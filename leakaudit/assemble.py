@@ -1,0 +1,109 @@
+"""Turn stored signals + the membership plan into the arrays one target's attacks need.
+
+This is the one place that decides which reference models an attack may look at for a record:
+- fresh trajectories: exactly k OUT references (students that never trained on the record), never the target;
+- fixed texts: k IN and k OUT references (for LiRA online) with their flags;
+- population texts: every student of the domain except the target.
+k is fixed per study, so the number of references never depends on the record's membership in the target.
+Labels are attached only for the blind text baseline, which cross-validates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from attacks import AttackInputs
+from leakaudit.data.records import Record
+from leakaudit.membership import MembershipPlan
+from leakaudit.signals.store import load_fixed, load_logp, load_trajectories
+
+BASE_ID = "_base"
+
+
+@dataclass(frozen=True)
+class TargetView:
+    """Who is attacked and with which labels. For a null target, labels come from another student."""
+
+    target: str
+    domain: str
+    label_source: str
+    null_check: bool
+
+
+def target_views(plan: MembershipPlan) -> list[TargetView]:
+    """Every student of every domain is a target in turn; each null student is attacked with the labels
+    of its domain's first student (it never trained on any candidate, so AUROC must be ≈ 0.5)."""
+    views = []
+    for model_id, info in plan.models.items():
+        if info["role"] == "student":
+            views.append(TargetView(model_id, info["domain"], model_id, False))
+    for model_id, info in plan.models.items():
+        if info["role"] == "null":
+            first = plan.models_of(info["domain"], "student")[0]
+            views.append(TargetView(model_id, info["domain"], first, True))
+    return views
+
+
+def fresh_scorers(plan: MembershipPlan, target: str) -> list[str]:
+    """Models whose log-probs of `target`'s fresh trajectories are needed: the target, the base and every
+    other student of its domain (each record later picks its k OUT references among them)."""
+    domain = plan.models[target]["domain"]
+    others = [m for m in plan.models_of(domain, "student") if m != target]
+    return [target, BASE_ID, *others]
+
+
+def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict[str, Record], *,
+                 k_refs: int, fresh_dir, fixed_path) -> AttackInputs:
+    """Assemble AttackInputs for one target. `fresh_dir(target)` and `fixed_path(model_id)` locate the store."""
+    target, domain = view.target, view.domain
+    cand = plan.candidates[domain]
+    pop = plan.population[domain]
+    labels_map = plan.labels(view.label_source)
+    students = [m for m in plan.models_of(domain, "student") if m != target]
+
+    trajs = load_trajectories(fresh_dir(target))
+    fresh_lp = {m: load_logp(fresh_dir(target), m) for m in fresh_scorers(plan, target)}
+    fixed = {m: load_fixed(fixed_path(m)) for m in [target, BASE_ID, *students]}
+
+    fresh_target, fresh_refs, fresh_base = [], [], []
+    fixed_target, fixed_mu, fixed_sigma, fixed_base, fixed_refs, fixed_in = [], [], [], [], [], []
+    for rid in cand:
+        outs = plan.references_for(target, rid, member=False, k=k_refs)
+        ins = plan.references_for(target, rid, member=True, k=k_refs)
+        n_traj = len(trajs[rid])
+        fresh_target.append([fresh_lp[target][rid][j] for j in range(n_traj)])
+        fresh_base.append([fresh_lp[BASE_ID][rid][j] for j in range(n_traj)])
+        fresh_refs.append([_stack([fresh_lp[m][rid][j] for m in outs]) for j in range(n_traj)])
+        ft = fixed[target][rid]
+        fixed_target.append(ft.logp)
+        fixed_mu.append(ft.mu)
+        fixed_sigma.append(ft.sigma)
+        fixed_base.append(fixed[BASE_ID][rid].logp)
+        fixed_refs.append(_stack([fixed[m][rid].logp for m in ins + outs]))
+        fixed_in.append(np.array([True] * len(ins) + [False] * len(outs)))
+    population_target = np.array([_mean(fixed[target][z].logp) for z in pop], dtype=np.float64)
+    population_refs = np.array([[_mean(fixed[m][z].logp) for m in students] for z in pop], dtype=np.float64)
+    if not pop:
+        population_refs = np.zeros((0, len(students)))
+    return AttackInputs(
+        record_ids=list(cand), texts=[records[r].privileged for r in cand],
+        fresh_target=fresh_target, fresh_refs=fresh_refs, fresh_base=fresh_base,
+        fixed_target=fixed_target, fixed_target_mu=fixed_mu, fixed_target_sigma=fixed_sigma,
+        fixed_base=fixed_base, fixed_refs=fixed_refs, fixed_ref_in=fixed_in,
+        population_target=population_target, population_refs=population_refs,
+        labels=np.array([labels_map[r] for r in cand], dtype=bool),
+    )
+
+
+def _stack(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """[R] arrays of equal length T -> [R, T] float64 (R may be 0 -> shape [0, T] is impossible; [0, 0])."""
+    if not rows:
+        return np.zeros((0, 0))
+    return np.stack([np.asarray(r, dtype=np.float64) for r in rows])
+
+
+def _mean(x: np.ndarray) -> float:
+    return float(np.mean(x)) if len(x) else float("nan")

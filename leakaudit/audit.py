@@ -1,0 +1,189 @@
+"""`leakaudit audit`: the auditor's question about one deployed student.
+
+The auditor holds a deployed student (the target), candidate records (was each one in its teacher's
+privileged data?), and population records from the same distribution known to be outside it. References are
+either given (students trained without any candidate) or trained here on population records with the same OPD
+recipe (the `disjoint` membership design). Every candidate is then scored with Leaky and every baseline whose
+signals exist; labels, when the candidates carry `meta.is_member`, turn the scores into metrics and a report.
+
+Run directory: the study layout (records.jsonl, membership.parquet, models/, signals/, scores.parquet) plus
+`candidates.csv` — one row per candidate, one column per attack, higher = more likely a member.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from attacks import AttackInputs, get_attack, run_attack
+from leakaudit.config import load_config
+from leakaudit.data.records import Record, read_jsonl, write_jsonl
+from leakaudit.errors import ConfigError, InputError
+from leakaudit.io import atomic_path, is_done, mark_done, write_json
+from leakaudit.membership import MembershipPlan, disjoint_plan
+from leakaudit.rundir import RunDir
+from leakaudit.scoring import attack_specs
+from leakaudit.study import stage_seed
+
+TARGET_ID = "_target"
+BASE_ID = "_base"
+
+
+@dataclass
+class AuditRequest:
+    target: str
+    candidates: Path
+    population: Path | None = None
+    references: list[str] = field(default_factory=list)
+    n_train_references: int = 4
+    base_model: str = "smollm2-135m"
+    out: Path = Path("runs/audit")
+    overrides: list[str] = field(default_factory=list)
+    """`--set` overrides applied to the default preset (training.*, signals.*, attacks, metrics.*, seed)."""
+    redact: bool = False
+
+
+def _labels(candidates: list[Record]) -> np.ndarray | None:
+    """meta.is_member for every candidate, or None when any candidate lacks it."""
+    vals = [c.meta.get("is_member") for c in candidates]
+    if any(v is None for v in vals):
+        return None
+    return np.array([bool(v) for v in vals])
+
+
+def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print) -> Path:
+    from leakaudit.models import load_tokenizer, resolve_model_ref
+    from leakaudit.signals.backend import SamplingConfig, make_backend
+    from leakaudit.signals.stages import sample_fresh, score_fixed, score_fresh
+    from leakaudit.signals.store import load_fixed, load_logp, load_trajectories
+
+    cfg = load_config(preset="default", overrides=req.overrides)
+    run = RunDir(req.out)
+    resolve_model_ref(req.target)  # fail early on a bad target reference
+    candidates = read_jsonl(req.candidates)
+    population = read_jsonl(req.population) if req.population else []
+    domain = candidates[0].domain
+    run.root.mkdir(parents=True, exist_ok=True)
+    write_jsonl(candidates + population, run.records)
+
+    # ---- references ----------------------------------------------------------------------------------
+    if req.references:
+        ref_ids = {f"ref{k}": ref for k, ref in enumerate(req.references)}
+        for ref in req.references:
+            resolve_model_ref(ref)
+    else:
+        if not population:
+            raise InputError("--population is required to train references (or pass --references)",
+                             field="population")
+        plan = disjoint_plan([c.record_id for c in candidates], [p.record_id for p in population], domain=domain,
+                             n_references=req.n_train_references,
+                             records_per_reference=max(1, len(population) // 2), seed=cfg.seed)
+        plan.save(run.plan_dir)
+        from shadow_models import OPDConfig, train_student
+
+        by_id = {r.record_id: r for r in population}
+        ref_ids = {}
+        for model_id in plan.models:
+            training = dict(cfg.training)
+            training["seed"] = stage_seed(cfg.seed, "audit-train", model_id)
+            log(f"[audit] training reference {model_id} on {len(plan.members(model_id))} population records")
+            train_student(req.base_model, [by_id[r] for r in plan.members(model_id)], run.model(model_id),
+                          OPDConfig(**training), model_id=model_id)
+            ref_ids[model_id] = str(run.model(model_id))
+    refs = list(ref_ids)
+
+    # ---- signals -------------------------------------------------------------------------------------
+    refs_of = {TARGET_ID: req.target, BASE_ID: req.base_model, **ref_ids}
+    tokenizer = load_tokenizer(req.base_model)
+    fresh_dir = run.fresh(TARGET_ID)
+    backend_opts = dict(batch_size=cfg.signals.score_batch_size, autocast_bf16=cfg.signals.autocast_bf16)
+    if not is_done(fresh_dir):
+        sampling = dict(cfg.signals.sampling)
+        sampling.setdefault("seed", stage_seed(cfg.seed, "audit-sample"))
+        backend = make_backend(cfg.signals.backend, req.target, **backend_opts)
+        sample_fresh(backend, tokenizer, candidates, SamplingConfig(**sampling), fresh_dir)
+        del backend
+    for model_id, ref in refs_of.items():
+        if run.fixed(model_id).is_file() and is_done(fresh_dir):
+            continue
+        backend = make_backend(cfg.signals.backend, ref, **backend_opts)
+        if not run.fixed(model_id).is_file():
+            score_fixed(backend, tokenizer, candidates + population, run.fixed(model_id), vocab_stats=True)
+        score_fresh(backend, model_id, fresh_dir)
+        del backend
+    mark_done(fresh_dir, {"scored_by": list(refs_of)})
+
+    # ---- attacks -------------------------------------------------------------------------------------
+    trajs = load_trajectories(fresh_dir)
+    lp = {m: load_logp(fresh_dir, m) for m in refs_of}
+    fx = {m: load_fixed(run.fixed(m)) for m in refs_of}
+    cand_ids = [c.record_id for c in candidates]
+    labels = _labels(candidates)
+    stack = lambda rows: np.stack([np.asarray(r, dtype=np.float64) for r in rows])  # noqa: E731
+    inputs = AttackInputs(
+        record_ids=cand_ids, texts=[c.privileged for c in candidates],
+        fresh_target=[[lp[TARGET_ID][r][j] for j in range(len(trajs[r]))] for r in cand_ids],
+        fresh_refs=[[stack([lp[m][r][j] for m in refs]) for j in range(len(trajs[r]))] for r in cand_ids],
+        fresh_base=[[lp[BASE_ID][r][j] for j in range(len(trajs[r]))] for r in cand_ids],
+        fixed_target=[fx[TARGET_ID][r].logp for r in cand_ids],
+        fixed_target_mu=[fx[TARGET_ID][r].mu for r in cand_ids],
+        fixed_target_sigma=[fx[TARGET_ID][r].sigma for r in cand_ids],
+        fixed_base=[fx[BASE_ID][r].logp for r in cand_ids],
+        fixed_refs=[stack([fx[m][r].logp for m in refs]) for r in cand_ids],
+        fixed_ref_in=[np.zeros(len(refs), dtype=bool) for _ in cand_ids],
+        population_target=np.array([np.mean(fx[TARGET_ID][p.record_id].logp) for p in population]),
+        population_refs=np.array([[np.mean(fx[m][p.record_id].logp) for m in refs] for p in population]).reshape(
+            len(population), len(refs)),
+        labels=labels,
+    )
+    table = pd.DataFrame({"record_id": cand_ids})
+    rows = []
+    for a in attack_specs(cfg.attacks):
+        spec = get_attack(a.name)
+        if not _runnable(spec, inputs):
+            log(f"[audit] skipping {a.name}: needs {spec.needs} (not available in a disjoint-reference audit)")
+            continue
+        params = spec.params_cls(**a.params)
+        scores = run_attack(a.name, inputs, params)
+        table[a.label or a.name] = scores
+        rows.append(pd.DataFrame({
+            "record_id": cand_ids, "target": TARGET_ID, "domain": domain, "attack": a.label or a.name,
+            "attack_name": a.name, "family": spec.family,
+            "params": json.dumps(dataclasses.asdict(params), sort_keys=True), "score": scores,
+            "is_member": labels if labels is not None else np.nan, "null_check": False,
+            "label_source": TARGET_ID,
+        }))
+    if labels is not None:
+        table["is_member"] = labels
+    with atomic_path(run.root / "candidates.csv") as tmp:
+        table.to_csv(tmp, index=False)
+    scores = pd.concat(rows, ignore_index=True)
+    with atomic_path(run.scores) as tmp:
+        scores.to_parquet(tmp, index=False)
+    write_json(run.root / "audit.json", {"target": req.target, "base_model": req.base_model,
+                                         "references": ref_ids, "n_candidates": len(candidates),
+                                         "n_population": len(population), "labels": labels is not None,
+                                         "config_hash": cfg.hash()})
+    if labels is not None and labels.any() and not labels.all():
+        from leakaudit.report import build_report
+
+        build_report(run.root, redact=req.redact, n_boot=cfg.metrics.n_boot, seed=cfg.metrics.seed)
+        log(f"[audit] labels found: metrics and report in {run.root}")
+    return run.root / "candidates.csv"
+
+
+def _runnable(spec, inputs: AttackInputs) -> bool:
+    """All of an attack's declared needs are present (LiRA online also needs IN references)."""
+    for need in spec.needs:
+        value = getattr(inputs, need, None)
+        if value is None:
+            return False
+        if need == "fixed_ref_in" and not any(np.any(v) for v in value):
+            return False
+    return True

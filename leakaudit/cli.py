@@ -1,0 +1,252 @@
+"""The `leakaudit` command line. Every command only calls library stages; errors in user input exit with 2.
+
+    leakaudit records --source champ --limit 20
+    leakaudit plan --records runs/x/records.jsonl --out runs/x
+    leakaudit train --plan runs/default --model-id math-s0 | --all
+    leakaudit attacks
+    leakaudit run-study [--config study.yaml] [--preset default] [--set key=value ...] [--force STAGE]
+    leakaudit audit --target DIR_OR_HUB_ID --candidates FILE --population FILE [--references DIR ...]
+    leakaudit report RUN_DIR [--redact]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from leakaudit.errors import LeakauditError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Membership-inference audits of students trained by on-policy distillation.")
+
+
+def _parse_options(options: List[str]) -> dict:
+    import yaml
+
+    out = {}
+    for o in options:
+        if "=" not in o:
+            raise typer.BadParameter(f"expected key=value, got {o!r}")
+        k, v = o.split("=", 1)
+        out[k] = yaml.safe_load(v)
+    return out
+
+
+@app.command()
+def records(
+    source: str = typer.Option(None, help="Source name (see --list)."),
+    limit: Optional[int] = typer.Option(None, help="Seeded random subset of this many records."),
+    seed: int = typer.Option(0, help="Seed for the subset and for sources that sample rows."),
+    option: List[str] = typer.Option([], "--option", "-o", help="Source option key=value (YAML value)."),
+    out: Optional[Path] = typer.Option(None, help="Write JSONL here instead of printing."),
+    list_sources: bool = typer.Option(False, "--list", help="List the available sources."),
+    count: bool = typer.Option(False, help="Print only the number of records per domain."),
+) -> None:
+    """Load records from a source and print them as JSONL (or write them to --out)."""
+    from leakaudit.data.records import write_jsonl
+    from leakaudit.data.sources import available_sources, load_source
+
+    if list_sources:
+        for name, desc in available_sources().items():
+            typer.echo(f"{name:10s} {desc}")
+        return
+    if not source:
+        raise typer.BadParameter("--source is required (or --list)")
+    recs = load_source(source, limit=limit, seed=seed, **_parse_options(option))
+    if count:
+        from collections import Counter
+
+        for domain, n in sorted(Counter(r.domain for r in recs).items()):
+            typer.echo(f"{domain}\t{n}")
+        return
+    if out:
+        write_jsonl(recs, out)
+        typer.echo(f"wrote {len(recs)} records to {out}", err=True)
+    else:
+        for r in recs:
+            typer.echo(json.dumps(r.to_dict(), ensure_ascii=False))
+
+
+@app.command()
+def plan(
+    records_file: Path = typer.Option(..., "--records", help="Candidate + population records (JSONL)."),
+    out: Path = typer.Option(..., help="Directory for membership.parquet and plan.json."),
+    design: str = typer.Option("keep_matrix", help="keep_matrix (studies) or disjoint (audits)."),
+    n_students: int = typer.Option(4, help="keep_matrix: students per domain (even)."),
+    n_candidates: int = typer.Option(16, help="Candidates per domain."),
+    n_population: int = typer.Option(16, help="Population records per domain (never trained by students)."),
+    n_references: int = typer.Option(4, help="disjoint: reference students."),
+    records_per_reference: int = typer.Option(8, help="disjoint: population records per reference."),
+    null_student: bool = typer.Option(True, help="keep_matrix: add a null student per domain."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Write a seeded membership plan."""
+    from leakaudit.data.records import read_jsonl
+    from leakaudit.membership import disjoint_plan, keep_matrix_plan, split_pool
+
+    recs = read_jsonl(records_file)
+    pools: dict[str, list[str]] = {}
+    for r in recs:
+        pools.setdefault(r.domain, []).append(r.record_id)
+    if design == "keep_matrix":
+        p = keep_matrix_plan(pools, n_students=n_students, n_candidates=n_candidates, n_population=n_population,
+                             seed=seed, null_student=null_student)
+    elif design == "disjoint":
+        if len(pools) != 1:
+            raise typer.BadParameter("disjoint design takes records of one domain")
+        (domain, ids), = pools.items()
+        cand, popn = split_pool(ids, n_candidates, n_population, seed, salt=domain)
+        p = disjoint_plan(cand, popn, domain=domain, n_references=n_references,
+                          records_per_reference=records_per_reference, seed=seed)
+    else:
+        raise typer.BadParameter(f"unknown design {design!r}")
+    p.save(out)
+    typer.echo(f"plan ({design}, seed {seed}): {len(p.models)} models, "
+               f"{sum(map(len, p.candidates.values()))} candidates -> {out}")
+
+
+@app.command()
+def train(
+    plan_dir: Path = typer.Option(..., "--plan", help="A run directory (study.yaml, records.jsonl, plan)."),
+    model_id: Optional[str] = typer.Option(None, help="Train this student."),
+    all_models: bool = typer.Option(False, "--all", help="Train every student of the plan in turn."),
+) -> None:
+    """Train one student (or all) of a run's membership plan; prints fan-out commands for clusters."""
+    from leakaudit.config import load_config
+    from leakaudit.study import Study
+
+    cfg = load_config(plan_dir / "study.yaml") if (plan_dir / "study.yaml").is_file() else None
+    if cfg is None:
+        raise LeakauditError(f"{plan_dir}: no study.yaml (create the run with `leakaudit run-study` first)")
+    cfg.out_root, cfg.name = str(plan_dir.parent), plan_dir.name
+    study = Study(cfg)
+    p = study.plan()
+    if all_models:
+        ids = list(p.models)
+        typer.echo("# To fan out on a cluster, one job per student (e.g. a job array over these lines):")
+        for m in ids:
+            typer.echo(f"#   accelerate launch -m leakaudit.cli train --plan {plan_dir} --model-id {m}")
+        study.stage_teacher()
+        study.stage_students()
+    elif model_id:
+        if model_id not in p.models:
+            raise LeakauditError(f"{plan_dir}: model_id '{model_id}' is not in the plan ({sorted(p.models)})")
+        study.stage_teacher()
+        study.train_one(model_id)
+    else:
+        raise typer.BadParameter("give --model-id or --all")
+
+
+@app.command("attacks")
+def attacks_cmd() -> None:
+    """List registered attacks, their parameters and the signals each needs."""
+    from dataclasses import fields
+
+    from attacks import list_attacks
+
+    for spec in list_attacks():
+        params = ", ".join(f"{f.name}={f.default!r}" for f in fields(spec.params_cls))
+        typer.echo(f"{spec.name:18s} [{spec.family}] needs: {', '.join(spec.needs)}")
+        typer.echo(f"{'':18s} params: {params or '-'}")
+        typer.echo(f"{'':18s} {spec.description}")
+
+
+@app.command("run-study")
+def run_study(
+    config: Optional[Path] = typer.Option(None, help="Study YAML (keys as in study.yaml of a run)."),
+    preset: Optional[str] = typer.Option(None, help="default | cpu-full | gpu-paper | tiny."),
+    set_: List[str] = typer.Option([], "--set", help="Override: dotted.key=value (YAML value). Repeatable."),
+    force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
+) -> None:
+    """Run a whole study; completed stages are skipped, so re-running resumes after a crash."""
+    import time
+
+    from leakaudit.config import load_config
+    from leakaudit.study import Study
+
+    cfg = load_config(config, preset=preset, overrides=set_)
+    start = time.time()
+    root = Study(cfg, force=force, log=lambda m: typer.echo(m, err=True)).run_all()
+    _print_headline(root)
+    typer.echo(f"\nwall time {time.time() - start:.0f} s; report: {root / 'report.html'}")
+
+
+def _print_headline(root: Path) -> None:
+    import pandas as pd
+
+    from leakaudit.metrics import headline_table
+
+    csv = root / "metrics.csv"
+    if csv.is_file():
+        table = headline_table(pd.read_csv(csv))
+        typer.echo(table.to_string(index=False))
+
+
+@app.command()
+def audit(
+    target: str = typer.Option(..., help="The deployed student: a directory or hub id."),
+    candidates: Path = typer.Option(..., help="Candidate records (JSONL); meta.is_member, if present on every "
+                                              "record, is used as ground truth for metrics."),
+    population: Optional[Path] = typer.Option(None, help="Population records (JSONL) to train references on; "
+                                                          "must exclude every candidate."),
+    references: List[str] = typer.Option([], help="Existing reference students (trained without the candidates)."),
+    train_references: int = typer.Option(4, help="References to train when --references is not given."),
+    base_model: str = typer.Option("smollm2-135m", help="What the target was initialised from (references "
+                                                        "start here; also the base for ratio attacks)."),
+    out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
+    set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*."),
+    redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
+) -> None:
+    """Score each candidate record for membership in a deployed student's teacher data."""
+    from leakaudit.audit import AuditRequest, run_audit
+
+    req = AuditRequest(target=target, candidates=candidates, population=population, references=list(references),
+                       n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
+                       redact=redact)
+    table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"per-candidate scores: {table_path}")
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="A finished run directory."),
+           redact: bool = typer.Option(False, help="Replace privileged texts with [redacted]."),
+           n_boot: int = typer.Option(1000), seed: int = typer.Option(0)) -> None:
+    """Rebuild metrics and the HTML report from stored scores."""
+    from leakaudit.errors import InputError
+    from leakaudit.report import build_report
+
+    if not (run_dir / "scores.parquet").is_file():
+        raise InputError("no scores.parquet (run the study's attacks stage first)", path=str(run_dir))
+    path = build_report(run_dir, redact=redact, n_boot=n_boot, seed=seed)
+    _print_headline(run_dir)
+    typer.echo(f"report: {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: user errors print one line and exit 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except LeakauditError as e:
+        typer.echo(f"error: {e}", err=True)
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        return 130
+    except typer.Exit as e:
+        return e.exit_code
+    except Exception as e:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

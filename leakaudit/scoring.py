@@ -1,0 +1,78 @@
+"""Run every configured attack on every target and collect one long scores table (+ a leak map).
+
+scores.parquet columns: record_id, target, domain, attack (display label), attack_name, family, params (JSON),
+score (higher = more likely member; NaN = no tokens to score), is_member, null_check, label_source.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from attacks import get_attack, list_attacks, run_attack
+from leakaudit.assemble import build_inputs, target_views
+from leakaudit.config import AttackSpecConfig, StudyConfig
+from leakaudit.data.records import Record
+from leakaudit.membership import MembershipPlan
+from leakaudit.rundir import RunDir
+
+
+def attack_specs(cfg_attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
+    """The configured attacks, or every registered attack with default parameters."""
+    if cfg_attacks:
+        for a in cfg_attacks:
+            get_attack(a.name)  # raises a clear error for an unknown name
+        return cfg_attacks
+    return [AttackSpecConfig(name=spec.name) for spec in list_attacks()]
+
+
+def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record], cfg: StudyConfig, tokenizer: Any,
+                  *, progress: bool = True) -> tuple[pd.DataFrame, dict | None]:
+    specs = attack_specs(cfg.attacks)
+    frames = []
+    best: tuple[float, Any, Any] | None = None
+    for view in tqdm(target_views(plan), desc="attacks", disable=not progress):
+        inputs = build_inputs(run.root, plan, view, records, k_refs=cfg.plan.k_refs, fresh_dir=run.fresh,
+                              fixed_path=run.fixed)
+        for a in specs:
+            spec = get_attack(a.name)
+            params = spec.params_cls(**a.params)
+            scores = run_attack(a.name, inputs, params)
+            frames.append(pd.DataFrame({
+                "record_id": inputs.record_ids, "target": view.target, "domain": view.domain,
+                "attack": a.label or a.name, "attack_name": a.name, "family": spec.family,
+                "params": json.dumps(_params_dict(params), sort_keys=True), "score": scores,
+                "is_member": inputs.labels, "null_check": view.null_check, "label_source": view.label_source,
+            }))
+            if a.name == "leaky" and not view.null_check:
+                member_scores = np.where(inputs.labels, np.nan_to_num(scores, nan=-np.inf), -np.inf)
+                i = int(np.argmax(member_scores))
+                if np.isfinite(member_scores[i]) and (best is None or member_scores[i] > best[0]):
+                    best = (float(member_scores[i]), view, (inputs, i))
+    leak_map = _leak_map(run, best, tokenizer) if best is not None else None
+    return pd.concat(frames, ignore_index=True), leak_map
+
+
+def _params_dict(params: Any) -> dict:
+    return asdict(params) if is_dataclass(params) else dict(params or {})
+
+
+def _leak_map(run: RunDir, best, tokenizer) -> dict:
+    """Per-token gaps (target − max OUT reference) on the fresh trajectories of the most leaking member."""
+    from leakaudit.signals.store import load_trajectories
+
+    score, view, (inputs, i) = best
+    rid = inputs.record_ids[i]
+    token_ids = load_trajectories(run.fresh(view.target))[rid]
+    out = []
+    for tgt, refs, toks in zip(inputs.fresh_target[i], inputs.fresh_refs[i], token_ids):
+        gaps = np.asarray(tgt, dtype=np.float64) - (refs.max(axis=0) if refs.size else 0.0)
+        out.append({"tokens": [tokenizer.decode([int(t)]) for t in toks],
+                    "gaps": [round(float(g), 4) for g in gaps]})
+    return {"record_id": rid, "target": view.target, "domain": view.domain, "leaky_score": score,
+            "trajectories": out}
