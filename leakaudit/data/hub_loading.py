@@ -63,8 +63,12 @@ def convert_rows(rows: Iterable[dict[str, Any]], converter: RowConverter, *, whe
 def require_text(row: dict[str, Any], field: str) -> str:
     """row[field] as a stripped non-empty string, or FieldError."""
     value = row[field]
-    if not isinstance(value, str) or not value.strip():
-        raise FieldError(field, "is empty or not text")
+    if value is None:  # datasets fills a key absent from some rows with None
+        raise FieldError(field, "is missing")
+    if not isinstance(value, str):
+        raise FieldError(field, f"must be text, got {type(value).__name__}")
+    if not value.strip():
+        raise FieldError(field, "is empty")
     return value.strip()
 
 
