@@ -191,7 +191,8 @@ def headline_table(metrics_df: pd.DataFrame, *, leaky: str = "leaky", alpha: flo
     """Per domain and overall: Leaky vs the best (highest-AUROC) baseline of each family (fresh, fixed, blind).
 
     Real targets only (null_check False), pooled rows (level domain / all).  Returns one row per
-    (domain, method) with the chosen attack label, auroc, CI, a formatted "AUROC [95% CI]" and TPR at `alpha`.
+    (domain, method) with the chosen attack label, auroc, CI, a formatted "AUROC [95% CI]", TPR at `alpha` and
+    whether that TPR is resolvable (alpha · n_neg ≥ 1).
     """
     m = metrics_df[~metrics_df["null_check"].astype(bool) & metrics_df["level"].isin(["domain", "all"])]
     m = m.dropna(subset=["auroc"])
@@ -209,9 +210,10 @@ def headline_table(metrics_df: pd.DataFrame, *, leaky: str = "leaky", alpha: flo
             rows.append({"domain": "all" if domain == POOLED else domain, "method": method, "attack": best["label"],
                          "auroc": best["auroc"], "auroc_lo": best["auroc_lo"], "auroc_hi": best["auroc_hi"],
                          "AUROC [95% CI]": format_ci(best["auroc"], best["auroc_lo"], best["auroc_hi"]),
-                         fpr_label(alpha): best[tpr_key(alpha)], "n_neg": int(best["n_neg"])})
+                         fpr_label(alpha): best[tpr_key(alpha)], "resolvable": bool(best[resolvable_key(alpha)]),
+                         "n_neg": int(best["n_neg"])})
     return pd.DataFrame(rows, columns=["domain", "method", "attack", "auroc", "auroc_lo", "auroc_hi",
-                                       "AUROC [95% CI]", fpr_label(alpha), "n_neg"])
+                                       "AUROC [95% CI]", fpr_label(alpha), "resolvable", "n_neg"])
 
 
 def format_ci(x: float, lo: float, hi: float) -> str:

@@ -55,6 +55,8 @@ def _layout(tokens: list[str], width: int) -> list[tuple[int, int, str]]:
 
 def leak_map_figure(lm: dict, *, width: int = 90, cmap: str = "Reds") -> plt.Figure:
     """Render every trajectory as coloured monospace text, one block per trajectory, with a colour bar."""
+    longest = max((sum(len(t) for t in tr["tokens"]) for tr in lm["trajectories"]), default=1)
+    width = max(20, min(width, longest + 1))
     gaps_all = np.concatenate([np.asarray(t["gaps"], float) for t in lm["trajectories"]] or [np.zeros(1)])
     vmax = float(np.nanmax(np.clip(gaps_all, 0, None))) if gaps_all.size else 0.0
     norm, colours = Normalize(0, vmax if vmax > 0 else 1.0), plt.get_cmap(cmap)

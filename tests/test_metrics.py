@@ -1,0 +1,131 @@
+"""Golden values for leakaudit.metrics, computed by hand in the comments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from fake_run import fake_scores
+from leakaudit.errors import InputError
+from leakaudit.metrics import (POOLED, SingleClassError, _auc_statistic, headline_table, roc_metrics, summarise,
+                               tpr_at_fpr)
+
+# 3 members, 3 non-members; one member/non-member tie at 0.8.
+Y = [1, 1, 0, 1, 0, 0]
+S = [0.9, 0.8, 0.8, 0.7, 0.3, 0.1]
+
+
+def test_auroc_hand_example():
+    # pairs won by members: 0.9 -> 3; 0.8 -> 2 + ½ (tie); 0.7 -> 2  => 7.5 / 9
+    assert roc_metrics(Y, S, n_boot=0)["auroc"] == pytest.approx(7.5 / 9)
+
+
+def test_tpr_at_fpr_with_ties():
+    # ROC points (fpr, tpr): (0,0) (0,1/3) (1/3,2/3) (1/3,1) (2/3,1) (1,1); the tie at 0.8 is one threshold,
+    # so at FPR 0 only the 0.9 member is caught.
+    assert tpr_at_fpr(Y, S, 0.0) == pytest.approx(1 / 3)
+    assert tpr_at_fpr(Y, S, 0.1) == pytest.approx(1 / 3)
+    assert tpr_at_fpr(Y, S, 1 / 3) == pytest.approx(1.0)
+
+
+def test_tie_at_the_top_gives_zero_tpr_at_zero_fpr():
+    # top score 0.5 shared by a member and a non-member: nothing is caught without a false positive
+    y, s = [1, 0, 1, 0], [0.5, 0.5, 0.2, 0.1]
+    assert tpr_at_fpr(y, s, 0.49) == 0.0
+    assert tpr_at_fpr(y, s, 0.5) == 1.0
+
+
+def test_nan_scores_are_lowest_and_counted():
+    # member NaN vs non-members 0.2 (loses) and NaN (tie ½); member 0.5 beats both => 2.5 / 4
+    m = roc_metrics([1, 0, 1, 0], [np.nan, 0.2, 0.5, np.nan], n_boot=0)
+    assert m["auroc"] == pytest.approx(0.625)
+    assert m["n_nan"] == 2 and m["n_pos"] == 2 and m["n_neg"] == 2
+
+
+def test_infinite_scores_are_ranked():
+    m = roc_metrics([1, 0, 1, 0], [np.inf, -np.inf, 0.0, 1.0], n_boot=0)
+    assert m["auroc"] == pytest.approx(0.75)  # inf beats both; 0.0 beats -inf only
+
+
+def test_single_class_is_a_clear_error():
+    with pytest.raises(SingleClassError, match="members and non-members"):
+        roc_metrics([1, 1, 1], [0.1, 0.2, 0.3])
+    assert issubclass(SingleClassError, InputError)
+    with pytest.raises(InputError, match="0/1"):
+        roc_metrics([2, 0], [0.1, 0.2])
+
+
+def test_resolvable_flags_follow_alpha_times_n_neg():
+    y = np.r_[np.ones(10), np.zeros(100)]
+    m = roc_metrics(y, np.arange(110.0), n_boot=0)
+    assert (m["resolvable@0.1"], m["resolvable@0.01"], m["resolvable@0.001"]) == (True, True, False)
+    assert set(m) >= {"auroc", "auroc_lo", "auroc_hi", "tpr@0.1", "tpr@0.01", "tpr@0.001", "n_pos", "n_neg", "n_nan"}
+
+
+def test_bootstrap_ci_contains_point_and_is_seeded():
+    rng = np.random.default_rng(1)
+    y = np.arange(200) % 2
+    s = rng.normal(size=200) + 0.8 * y
+    a = roc_metrics(y, s, n_boot=500, seed=3)
+    b = roc_metrics(y, s, n_boot=500, seed=3)
+    c = roc_metrics(y, s, n_boot=500, seed=4)
+    assert a["auroc_lo"] < a["auroc"] < a["auroc_hi"]
+    assert (a["auroc_lo"], a["auroc_hi"]) == (b["auroc_lo"], b["auroc_hi"])
+    assert (a["auroc_lo"], a["auroc_hi"]) != (c["auroc_lo"], c["auroc_hi"])
+    assert a["auroc_hi"] - a["auroc_lo"] < 0.2
+
+
+def test_vectorised_auc_matches_sklearn_with_ties():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300).astype(bool)
+    s = np.round(rng.normal(size=300) + y, 1)  # many ties
+    assert _auc_statistic(s[y], s[~y]) == pytest.approx(roc_auc_score(y, s))
+
+
+def test_summarise_levels_and_counts():
+    m = summarise(fake_scores(), n_boot=50, seed=0)
+    real, null = m[~m["null_check"]], m[m["null_check"]]
+    # 4 attacks x (4 targets, 2 domains, 1 overall); null target (math only): 4 x (1, 1, 1)
+    assert real["level"].value_counts().to_dict() == {"target": 16, "domain": 8, "all": 4}
+    assert null["level"].value_counts().to_dict() == {"target": 4, "domain": 4, "all": 4}
+    overall = real[real["level"] == "all"].set_index("attack")
+    assert (overall["n_pos"] == 80).all() and (overall["n_neg"] == 80).all()  # null target never pooled in
+    assert (overall["target"] == POOLED).all() and (overall["domain"] == POOLED).all()
+    assert overall.loc["loss", "n_nan"] == 8 and overall.loc["leaky", "n_nan"] == 0
+    assert overall.loc["leaky", "n_targets"] == 4
+    assert null[null["level"] == "all"]["n_pos"].eq(20).all()
+    dom = real[(real["level"] == "domain") & (real["attack"] == "leaky")].set_index("domain")
+    assert dom.loc["math", "n_pos"] == 40 and dom.loc["math", "n_targets"] == 2
+    assert overall.loc["leaky", "auroc"] > 0.9 > overall.loc["blind_text", "auroc"]
+
+
+def test_summarise_keeps_single_class_groups_as_nan():
+    df = fake_scores()
+    df = df[~((df["target"] == "code-0") & ~df["is_member"])]  # code-0: members only
+    m = summarise(df, n_boot=0, seed=0)
+    row = m[(m["level"] == "target") & (m["target"] == "code-0") & (m["attack"] == "leaky")].iloc[0]
+    assert np.isnan(row["auroc"]) and row["n_pos"] == 20 and row["n_neg"] == 0
+
+
+def _metric_row(attack, family, domain, auroc, label=None):
+    return {"null_check": False, "level": "all" if domain == POOLED else "domain", "label": label or attack,
+            "attack": attack, "params": "{}", "family": family, "target": POOLED, "domain": domain,
+            "auroc": auroc, "auroc_lo": auroc - 0.05, "auroc_hi": auroc + 0.05, "tpr@0.01": auroc / 10,
+            "resolvable@0.01": True, "n_neg": 100}
+
+
+def test_headline_picks_best_baseline_per_family_and_domain():
+    rows = [_metric_row("leaky", "fresh", "math", 0.9), _metric_row("mean_gap", "fresh", "math", 0.8),
+            _metric_row("loss", "fixed", "math", 0.6), _metric_row("lira", "fixed", "math", 0.65),
+            _metric_row("leaky", "fresh", POOLED, 0.88), _metric_row("loss", "fixed", POOLED, 0.62),
+            _metric_row("lira", "fixed", POOLED, 0.61), _metric_row("blind_text", "blind", POOLED, 0.5)]
+    null = dict(_metric_row("loss", "fixed", POOLED, 0.99), null_check=True)  # must be ignored
+    h = headline_table(pd.DataFrame(rows + [null]))
+    got = {(r.domain, r.method): r.attack for r in h.itertuples()}
+    assert got == {("math", "Leaky"): "leaky", ("math", "best fresh baseline"): "mean_gap",
+                   ("math", "best fixed baseline"): "lira", ("all", "Leaky"): "leaky",
+                   ("all", "best fixed baseline"): "loss", ("all", "best blind baseline"): "blind_text"}
+    first = h.iloc[0]
+    assert first["AUROC [95% CI]"] == "0.900 [0.850, 0.950]" and first["TPR@1%"] == pytest.approx(0.09)
