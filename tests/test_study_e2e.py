@@ -1,0 +1,108 @@
+"""End to end on a tiny random Llama: run-study produces every artefact, resumes, and refuses mixed configs."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from leakaudit.config import load_config
+from leakaudit.errors import ConfigError
+from leakaudit.study import Study
+
+
+def _cfg(tmp_path, tiny_model_dir, *extra):
+    return load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={tmp_path}",
+                                                 "name=e2e", *extra])
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, tiny_model_dir):
+    tmp = tmp_path_factory.mktemp("study")
+    cfg = _cfg(tmp, tiny_model_dir)
+    root = Study(cfg, progress=False, log=lambda m: None).run_all()
+    return cfg, root
+
+
+def test_every_artefact_written(finished_run):
+    cfg, root = finished_run
+    for name in ("study.yaml", "env.json", "records.jsonl", "membership.parquet", "plan.json", "scores.parquet",
+                 "metrics.json", "metrics.csv", "report.html"):
+        assert (root / name).is_file(), name
+    for model_id in ("math-s0", "math-s1", "math-s2", "math-s3", "math-null"):
+        assert (root / "models" / model_id / "DONE").is_file()
+        assert (root / "signals" / "fixed" / f"{model_id}.npz").is_file()
+    assert (root / "signals" / "fixed" / "_base.npz").is_file()
+    env = json.loads((root / "env.json").read_text())
+    assert env["libraries"]["torch"] and env["seed"] == cfg.seed
+
+
+def test_scores_cover_every_attack_target_and_record(finished_run):
+    from attacks import list_attacks
+
+    cfg, root = finished_run
+    scores = pd.read_parquet(root / "scores.parquet")
+    targets = {"math-s0", "math-s1", "math-s2", "math-s3", "math-null"}
+    assert set(scores.target) == targets
+    assert set(scores.attack_name) == {s.name for s in list_attacks()}
+    per = scores.groupby(["target", "attack"]).size()
+    assert (per == cfg.data.n_candidates).all()
+    # labels come from the plan: each real target has exactly half its candidates as members
+    for t in targets - {"math-null"}:
+        sub = scores[(scores.target == t) & (scores.attack_name == "leaky")]
+        assert sub.is_member.sum() == cfg.data.n_candidates // 2
+    assert scores[scores.target == "math-null"].null_check.all()
+
+
+def test_resume_skips_completed_stages(finished_run, tiny_model_dir):
+    cfg, root = finished_run
+    before = {p: p.stat().st_mtime_ns for p in [root / "scores.parquet", root / "models/math-s0/DONE",
+                                                root / "signals/fixed/_base.npz"]}
+    logs = []
+    Study(cfg, progress=False, log=logs.append).run_all()
+    after = {p: p.stat().st_mtime_ns for p in before}
+    assert before == after
+
+
+def test_force_redoes_a_stage_and_its_successors(finished_run):
+    cfg, root = finished_run
+    scores_before = (root / "scores.parquet").stat().st_mtime_ns
+    model_before = (root / "models/math-s0/DONE").stat().st_mtime_ns
+    Study(cfg, force=["attacks"], progress=False, log=lambda m: None).run_all()
+    assert (root / "scores.parquet").stat().st_mtime_ns != scores_before
+    assert (root / "models/math-s0/DONE").stat().st_mtime_ns == model_before
+    assert (root / "report.html").is_file()
+
+
+def test_changed_config_is_refused(finished_run, tiny_model_dir):
+    cfg, root = finished_run
+    other = load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={root.parent}",
+                                                  "name=e2e", "training.epochs=2"])
+    with pytest.raises(ConfigError, match="different config"):
+        Study(other, progress=False, log=lambda m: None).run_all()
+
+
+def test_crash_in_training_loses_only_that_stage(tmp_path, tiny_model_dir, monkeypatch):
+    import shadow_models
+
+    cfg = _cfg(tmp_path, tiny_model_dir)
+    real = shadow_models.train_student
+    calls = []
+
+    def flaky(*args, **kwargs):
+        calls.append(kwargs.get("model_id"))
+        if len(calls) == 2:
+            raise RuntimeError("simulated crash")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(shadow_models, "train_student", flaky)
+    with pytest.raises(RuntimeError, match="simulated"):
+        Study(cfg, progress=False, log=lambda m: None).run_all()
+    root = cfg.run_dir
+    assert (root / "records.jsonl").is_file() and (root / "membership.parquet").is_file()
+    assert (root / "models" / calls[0] / "DONE").is_file()
+    assert not (root / "models" / calls[1] / "DONE").exists()
+    monkeypatch.setattr(shadow_models, "train_student", real)
+    Study(cfg, progress=False, log=lambda m: None).run_all()
+    assert (root / "report.html").is_file()
