@@ -1,0 +1,103 @@
+"""build_report over the synthetic run directory from tests/fake_run.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from fake_run import write_fake_run
+from leakaudit.errors import InputError
+from leakaudit.report import build_report, candidate_table, load_run
+from leakaudit.report.leakmap import _layout
+
+SECRET = "SECRET-PATIENT-4711"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = write_fake_run(tmp_path_factory.mktemp("run") / "study", secret=SECRET)
+    return root, build_report(root, n_boot=200, seed=0)
+
+
+def test_writes_every_file(built):
+    root, html_path = built
+    assert html_path == root / "report.html"
+    for name in ("metrics.json", "metrics.csv", "report.html"):
+        assert (root / name).stat().st_size > 0
+    pngs = {p.name for p in (root / "plots").glob("*.png")}
+    assert pngs == {"auroc_bars.png", "roc_math.png", "roc_code.png", "score_distributions.png",
+                    "null_check.png", "leak_map.png"}
+    assert all((root / "plots" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert not list(root.glob(".*.tmp")) and not (root / "plots.partial").exists()
+
+
+def test_metrics_files_agree_and_carry_provenance(built):
+    root, _ = built
+    meta = json.loads((root / "metrics.json").read_text())
+    csv = pd.read_csv(root / "metrics.csv")
+    assert len(meta["results"]) == len(csv) == 40
+    assert meta["config_hash"].startswith("sha256:") and meta["seeds"] == {"bootstrap": 0, "study": 7, "env": 7}
+    assert meta["bootstrap"]["n_boot"] == 200 and meta["versions"]["numpy"]
+    assert meta["inputs"]["scores.parquet"]["rows"] == 800
+    leaky_all = csv[(csv["level"] == "all") & ~csv["null_check"] & (csv["attack"] == "leaky")].iloc[0]
+    assert leaky_all["auroc"] > 0.9 and leaky_all["n_neg"] == 80
+    assert all(r["straddles_0.5"] for r in meta["null_check"])  # fake null target has no signal
+
+
+def test_html_is_self_contained_with_headline_and_images(built):
+    root, html_path = built
+    page = html_path.read_text()
+    headline = json.loads((root / "metrics.json").read_text())["headline"]
+    assert [(h["domain"], h["method"]) for h in headline[:3]] == [
+        ("code", "Leaky"), ("code", "best fixed baseline"), ("code", "best blind baseline")]
+    assert "<h2>Headline</h2>" in page
+    for h in headline:  # every headline cell is on the page
+        assert f"<td>{h['AUROC [95% CI]']}</td>" in page
+    assert page.count('src="data:image/png;base64,') == 6
+    assert not re.search(r'src="(?!data:)', page)  # nothing loaded from outside the page
+    assert "Number of negatives" in page and "Null check passed" in page
+    assert SECRET in page  # not redacted by default: the config shows it
+
+
+def test_redact_removes_planted_secret(tmp_path):
+    root = write_fake_run(tmp_path / "study", secret=SECRET)
+    build_report(root, redact=True, n_boot=0)
+    for name in ("report.html", "metrics.json", "metrics.csv"):
+        text = (root / name).read_text()
+        assert SECRET not in text, name
+    assert "[redacted]" in (root / "report.html").read_text()
+    assert json.loads((root / "metrics.json").read_text())["config"]["examples"] == "[redacted]"
+
+
+def test_missing_scores_is_an_input_error(tmp_path):
+    with pytest.raises(InputError, match="scores.parquet"):
+        build_report(tmp_path)
+
+
+def test_unlabelled_audit_gets_a_candidate_ranking(tmp_path):
+    root = write_fake_run(tmp_path / "audit")
+    scores = pd.read_parquet(root / "scores.parquet")
+    scores = scores[scores["target"] == "math-0"].assign(is_member=None)
+    scores.to_parquet(root / "scores.parquet")
+    page = build_report(root, n_boot=0).read_text()
+    assert "<h2>Candidates</h2>" in page and "<h2>Headline</h2>" not in page
+    assert json.loads((root / "metrics.json").read_text())["results"] == []
+
+
+def test_load_run_and_candidate_table(built):
+    root, _ = built
+    run = load_run(root)
+    assert run.config["seed"] == 7 and run.leak_map["record_id"] == "math-r000" and len(run.metrics) == 40
+    table = candidate_table(run.scores[run.scores["target"] == "math-0"])
+    assert len(table) == 40 and {"leaky", "loss", "min_k", "blind_text", "is_member"} <= set(table.columns)
+    assert table["leaky"].is_monotonic_decreasing
+
+
+def test_leak_map_layout_wraps_and_breaks_lines():
+    lay = _layout(["abc", "defg", "\n", "hi", "jklmnop"], width=8)
+    # abc|defg fill 7 cols; the newline token goes on (0, 7) and ends the line; "hi" starts line 1;
+    # "jklmnop" does not fit after "hi" (2 + 7 > 8) and wraps to line 2.
+    assert lay == [(0, 0, "abc"), (0, 3, "defg"), (0, 7, "↵"), (1, 0, "hi"), (2, 0, "jklmnop")]
