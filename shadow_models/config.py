@@ -1,0 +1,147 @@
+"""Configuration dataclasses for on-policy distillation (OPDConfig) and teacher preparation (TeacherPrepConfig).
+
+Every field has a docstring and a range check in ``__post_init__`` (raising ``leakaudit.errors.ConfigError``),
+imitating TRL's ``*_config.py``. Both are plain, JSON-serialisable dataclasses: ``dataclasses.asdict`` goes
+straight into ``meta.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+from leakaudit.errors import ConfigError
+from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
+
+LOSSES = ("sampled_rkl", "full_rkl", "jsd")
+LR_SCHEDULES = ("constant", "linear", "cosine")
+DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def _check(cond: bool, name: str, value: object, need: str) -> None:
+    if not cond:
+        raise ConfigError(f"{name}={value!r}: must be {need}")
+
+
+@dataclass(frozen=True)
+class _OptimFields:
+    """Fields shared by OPD and teacher SFT: optimisation, LoRA, precision, seed, teacher template."""
+
+    epochs: int = 1
+    """Passes over the records; each epoch visits every record once, in an order shuffled from `seed`. >= 1."""
+    batch_size: int = 8
+    """Records per optimizer step (global, summed over processes under `accelerate launch`). >= 1."""
+    learning_rate: float = 1e-5
+    """Peak AdamW learning rate. > 0 and <= 1."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay. >= 0."""
+    warmup_steps: int = 0
+    """Linear warm-up steps from 0 to `learning_rate`. >= 0."""
+    lr_schedule: str = "constant"
+    """After warm-up: 'constant', 'linear' (decay to 0 at the last step) or 'cosine'."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip; 0 disables clipping. >= 0."""
+    lora_rank: int = 0
+    """0 = full fine-tuning; > 0 = PEFT LoRA of this rank (the adapter is what gets saved)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator (effective scale lora_alpha / lora_rank). > 0."""
+    lora_dropout: float = 0.0
+    """LoRA dropout probability, in [0, 1)."""
+    lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
+    """Module names LoRA adapts (Llama-style projection names by default). Non-empty."""
+    bf16_autocast: bool = True
+    """Run forward passes and sampling under bf16 autocast; master weights and AdamW state stay fp32."""
+    seed: int = 0
+    """Seeds model init (LoRA), record order, and every sampling step. >= 0."""
+    teacher_template: str = DEFAULT_TEACHER_TEMPLATE
+    """How the teacher sees a record: must contain '{prompt}' and '{privileged}'. Saved in meta.json."""
+
+    def _check_common(self) -> None:
+        _check(isinstance(self.epochs, int) and self.epochs >= 1, "epochs", self.epochs, "an int >= 1")
+        _check(isinstance(self.batch_size, int) and self.batch_size >= 1, "batch_size", self.batch_size,
+               "an int >= 1")
+        _check(0 < self.learning_rate <= 1, "learning_rate", self.learning_rate, "in (0, 1]")
+        _check(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        _check(isinstance(self.warmup_steps, int) and self.warmup_steps >= 0, "warmup_steps", self.warmup_steps,
+               "an int >= 0")
+        _check(self.lr_schedule in LR_SCHEDULES, "lr_schedule", self.lr_schedule, f"one of {LR_SCHEDULES}")
+        _check(self.max_grad_norm >= 0, "max_grad_norm", self.max_grad_norm, ">= 0 (0 = no clipping)")
+        _check(isinstance(self.lora_rank, int) and self.lora_rank >= 0, "lora_rank", self.lora_rank, "an int >= 0")
+        _check(self.lora_alpha > 0, "lora_alpha", self.lora_alpha, "> 0")
+        _check(0 <= self.lora_dropout < 1, "lora_dropout", self.lora_dropout, "in [0, 1)")
+        _check(len(self.lora_target_modules) > 0, "lora_target_modules", self.lora_target_modules, "non-empty")
+        _check(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an int >= 0")
+        _check("{prompt}" in self.teacher_template and "{privileged}" in self.teacher_template,
+               "teacher_template", self.teacher_template[:40] + "...", "a template with {prompt} and {privileged}")
+        try:
+            self.teacher_template.format(prompt="", privileged="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(f"teacher_template: cannot be formatted with prompt/privileged only ({exc})") from exc
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["lora_target_modules"] = list(self.lora_target_modules)
+        return d
+
+    def config_hash(self) -> str:
+        """Short sha256 of the JSON form: a checkpoint is only resumed under the identical config."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode("utf-8")
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class OPDConfig(_OptimFields):
+    """On-policy distillation of one student (see shadow_models.trainer.train_student)."""
+
+    loss: str = "sampled_rkl"
+    """'sampled_rkl' (policy gradient with per-token reward log p_t(y) - log p_s(y), Thinking Machines' OPD),
+    'full_rkl' (full-vocabulary reverse KL), or 'jsd' (generalized JSD with `beta`, as TRL's GKD)."""
+    beta: float = 0.5
+    """JSD interpolation (loss='jsd' only): 0 = forward KL(teacher||student), 1 = reverse KL. In [0, 1]."""
+    topk: int | None = None
+    """loss='jsd' only: restrict the divergence to the teacher's top-k tokens (renormalised). None = full vocab."""
+    max_new_tokens: int = 64
+    """Tokens the student samples per prompt per step (completion stops earlier at EOS). >= 1."""
+    temperature: float = 1.0
+    """Student sampling temperature. > 0."""
+    top_p: float = 1.0
+    """Student nucleus sampling threshold, in (0, 1]. (top_k is always disabled.)"""
+    save_checkpoints: bool = False
+    """Keep a resumable checkpoint in `<out_dir>.ckpt/` every `checkpoint_every` steps (weights, AdamW state
+    and ledger, safetensors + JSON); an interrupted run resumes from it. Deleted when the student is DONE."""
+    checkpoint_every: int = 10
+    """Steps between checkpoints when save_checkpoints. >= 1."""
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        _check(self.loss in LOSSES, "loss", self.loss, f"one of {LOSSES}")
+        _check(0 <= self.beta <= 1, "beta", self.beta, "in [0, 1]")
+        _check(self.topk is None or (isinstance(self.topk, int) and self.topk >= 1), "topk", self.topk,
+               "None or an int >= 1")
+        if self.topk is not None and self.loss != "jsd":
+            raise ConfigError(f"topk={self.topk}: only used with loss='jsd' (got loss={self.loss!r})")
+        _check(isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1, "max_new_tokens",
+               self.max_new_tokens, "an int >= 1")
+        _check(self.temperature > 0, "temperature", self.temperature, "> 0")
+        _check(0 < self.top_p <= 1, "top_p", self.top_p, "in (0, 1]")
+        _check(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1, "checkpoint_every",
+               self.checkpoint_every, "an int >= 1")
+
+
+@dataclass(frozen=True)
+class TeacherPrepConfig(_OptimFields):
+    """Supervised fine-tuning of a teacher that answers from the reference in its context
+    (see shadow_models.teacher_prep.prepare_teacher)."""
+
+    epochs: int = 3
+    """Passes over the population records. >= 1."""
+    learning_rate: float = 5e-5
+    """Peak AdamW learning rate. > 0 and <= 1."""
+    max_length: int = 1024
+    """Longest teacher-prompt + target sequence; longer targets are truncated (prompt kept). >= 8."""
+
+    def __post_init__(self) -> None:
+        self._check_common()
+        _check(isinstance(self.max_length, int) and self.max_length >= 8, "max_length", self.max_length,
+               "an int >= 8")

@@ -1,0 +1,72 @@
+"""Loading the trainable student and the frozen teacher, LoRA wrapping, autocast, and saving weights."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from leakaudit.errors import ConfigError
+from leakaudit.models import LoadOptions, load_model
+
+
+def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
+    """bf16 autocast on `device` when enabled (fp32 master weights stay untouched).
+
+    Applied by hand rather than through ``Accelerator(mixed_precision=...)``: accelerate's state is a
+    process-wide singleton whose precision cannot change after the first Accelerator, and one process trains
+    many students (a study, the benchmark, the tests) with different settings.
+    """
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def load_trainable(ref: str, device: torch.device, *, lora_rank: int, lora_alpha: int, lora_dropout: float,
+                   target_modules: tuple[str, ...]) -> Any:
+    """The student in fp32 and train mode; base dropout off (as TRL does for distillation); LoRA if rank > 0."""
+    from trl.trainer.utils import disable_dropout_in_model
+
+    model = load_model(ref, LoadOptions(dtype="float32", device=str(device)))
+    disable_dropout_in_model(model)
+    if lora_rank > 0:
+        from peft import LoraConfig, get_peft_model
+
+        cfg = LoraConfig(r=lora_rank, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                         target_modules=list(target_modules), task_type="CAUSAL_LM")
+        model = get_peft_model(model, cfg)
+    model.train()
+    return model
+
+
+def load_frozen(ref: str, device: torch.device) -> Any:
+    """A frozen fp32 model in eval mode (the teacher); forward passes run under no_grad/autocast by the caller."""
+    model = load_model(ref, LoadOptions(dtype="float32", device=str(device)))
+    model.requires_grad_(False)
+    model.eval()
+    return model
+
+
+def check_same_vocab(student: Any, teacher: Any, tokenizer: Any, teacher_ref: str) -> None:
+    """The teacher must score the student's token ids: same vocabulary size as the student and tokenizer."""
+    s = student.get_output_embeddings().weight.shape[0]
+    t = teacher.get_output_embeddings().weight.shape[0]
+    if s != t or t < len(tokenizer):
+        raise ConfigError(f"teacher {teacher_ref!r} has vocabulary {t}, student {s}, tokenizer {len(tokenizer)}: "
+                          "the teacher must share the student's tokenizer")
+
+
+def trainable_state(model: Any) -> dict[str, torch.Tensor]:
+    """Trainable parameters by name (tied weights appear once), detached CPU copies."""
+    return {n: p.detach().to("cpu").contiguous().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def save_student(model: Any, tokenizer: Any, out: Path) -> None:
+    """Full model: config + model.safetensors + tokenizer. LoRA: the adapter (safetensors) + base config +
+    tokenizer, so ``leakaudit.models.load_model(out)`` finds a config.json and merges the adapter."""
+    model.save_pretrained(out, safe_serialization=True)
+    if hasattr(model, "peft_config"):
+        model.get_base_model().config.save_pretrained(out)
+    tokenizer.save_pretrained(out)

@@ -1,0 +1,113 @@
+"""prepare_teacher: supervised fine-tuning of the base into a teacher that answers from the reference in its context.
+
+input = ``teacher_prompt_ids(record, template)`` (prompt + privileged reference), target = the privileged text + EOS
+(``reference_text_ids``), cross-entropy on target tokens only, a few epochs over *population* records (never
+candidates). Hand-written on accelerate instead of TRL's SFTTrainer for the same reasons as the OPD loop: the exact
+token ids of leakaudit.prompting, a record-level ledger, and no pickled Trainer checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import torch
+from accelerate.utils import gather_object
+
+from leakaudit.data.records import Record
+from leakaudit.errors import ConfigError
+from leakaudit.io import is_done, mark_done, staging_dir, write_json
+from leakaudit.models import load_tokenizer, resolve_model_ref
+from leakaudit.prompting import reference_text_ids, teacher_prompt_ids
+
+from shadow_models import optim
+from shadow_models.batching import position_ids, right_pad
+from shadow_models.config import TeacherPrepConfig
+from shadow_models.modeling import autocast, load_trainable, save_student
+from shadow_models.plan import plan_steps
+from shadow_models.provenance import library_versions
+
+
+def sft_example(tokenizer, record: Record, template: str, max_length: int) -> tuple[list[int], list[int]]:
+    """(input ids, labels) with labels = -100 on the teacher prompt; the target is cut to fit max_length."""
+    prompt = teacher_prompt_ids(tokenizer, record, template)
+    target = reference_text_ids(tokenizer, record)[: max(max_length - len(prompt), 1)]
+    return prompt + target, [-100] * len(prompt) + target
+
+
+def sft_loss(model, examples: Sequence[tuple[list[int], list[int]]], pad_id: int, device) -> torch.Tensor:
+    """Mean next-token cross-entropy over target tokens of a right-padded batch."""
+    ids, mask = right_pad([e[0] for e in examples], pad_id, device)
+    labels, _ = right_pad([e[1] for e in examples], -100, device)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=False).logits
+    return torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
+                                             labels[:, 1:].reshape(-1), ignore_index=-100)
+
+
+def prepare_teacher(base_model: str, population_records: list[Record], out_dir: Path, config: TeacherPrepConfig, *,
+                    forbidden_ids: Iterable[str] = (), progress: bool = True) -> Path:
+    """SFT `base_model` on `population_records` to copy the reference it is given; returns `out_dir`
+    (at once if DONE exists). `forbidden_ids` (e.g. the audit's candidates) must not appear among the records.
+    Output: weights (or LoRA adapter) + tokenizer, meta.json, ledger.jsonl, DONE last; usable as teacher_model."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    out_dir = Path(out_dir)
+    if is_done(out_dir):
+        return out_dir
+    if not population_records:
+        raise ConfigError("prepare_teacher needs at least one population record")
+    leaked = set(forbidden_ids) & {r.record_id for r in population_records}
+    if leaked:
+        raise ConfigError(f"{len(leaked)} candidate record(s) among the teacher's population records, "
+                          f"e.g. {sorted(leaked)[0]}")
+    started = time.time()
+    accelerator = Accelerator()
+    set_seed(config.seed)
+    device = accelerator.device
+    amp = autocast(device, config.bf16_autocast)
+    tokenizer = load_tokenizer(base_model)
+    model = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
+                           lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules)
+    steps = plan_steps(len(population_records), config.epochs, config.batch_size, config.seed)
+    optimizer, scheduler = optim.build_optimizer(
+        model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+        warmup_steps=config.warmup_steps, schedule=config.lr_schedule, total_steps=len(steps))
+    model, optimizer = accelerator.prepare(model, optimizer)
+    pad_id = int(tokenizer.pad_token_id)
+    examples = [sft_example(tokenizer, r, config.teacher_template, config.max_length) for r in population_records]
+    ledger = []
+    for step in steps:
+        t0 = time.time()
+        with accelerator.split_between_processes(list(step.positions)) as local:
+            local = list(local)
+        with amp:
+            loss = (sft_loss(model, [examples[i] for i in local], pad_id, device) if local
+                    else sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0)
+        accelerator.backward(loss)
+        optim.apply_update(accelerator, model, optimizer, scheduler, config.max_grad_norm)
+        losses = gather_object([float(loss.detach())])
+        ledger.append({"step": step.index, "epoch": step.epoch,
+                       "record_ids": [population_records[i].record_id for i in step.positions],
+                       "loss": sum(losses) / len(losses), "seconds": round(time.time() - t0, 4)})
+        if progress and accelerator.is_main_process:
+            print(f"teacher SFT step {step.index + 1}/{len(steps)} loss {ledger[-1]['loss']:.4f}", flush=True)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        with staging_dir(out_dir) as tmp:
+            save_student(accelerator.unwrap_model(model), tokenizer, tmp)
+            (tmp / "ledger.jsonl").write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in ledger),
+                                              encoding="utf-8")
+            wall = round(time.time() - started, 3)
+            write_json(tmp / "meta.json", {
+                "kind": "privileged_teacher", "base_model": base_model,
+                "base_model_resolved": resolve_model_ref(base_model), "config": config.to_dict(),
+                "config_hash": config.config_hash(), "seed": config.seed, "teacher_template": config.teacher_template,
+                "record_ids": [r.record_id for r in population_records], "n_records": len(population_records),
+                "steps": len(steps), "wall_seconds": wall, "device": str(device),
+                "num_processes": accelerator.num_processes, "versions": library_versions()})
+            mark_done(tmp, {"wall_seconds": wall, "steps": len(steps)})
+    accelerator.wait_for_everyone()
+    return out_dir

@@ -1,0 +1,231 @@
+"""train_student: on-policy distillation of one shadow student from a privileged teacher.
+
+Own loop on accelerate rather than TRL's SDFTTrainer / DistillationTrainer, reusing TRL's loss helpers
+(shadow_models.losses). Why: an auditor needs things those trainers do not expose or do differently —
+(1) prompts must be the exact token ids of ``leakaudit.prompting`` (the signals stage scores with the same ids),
+whereas the trainers re-render chat templates from strings; (2) a per-step ledger of *which record ids* were
+trained, with the sampled completion lengths and the teacher-KL estimate; (3) record order and sampling seeded per
+step, so a resumed run equals an uninterrupted one; (4) no pickle anywhere (transformers' Trainer checkpoints
+optimizer/RNG state with torch.save); (5) one process trains many students with different precisions
+(accelerate's mixed-precision state is a process-wide singleton). The loop still goes through
+``Accelerator.prepare`` / ``backward`` / ``clip_grad_norm_``, so ``accelerate launch`` runs it data-parallel:
+each step's records are split between processes, process 0 writes every file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import torch
+from accelerate.utils import gather_object
+
+from leakaudit.data.records import Record
+from leakaudit.errors import ConfigError
+from leakaudit.io import is_done, mark_done, staging_dir, write_json
+from leakaudit.models import load_tokenizer, resolve_model_ref
+from leakaudit.prompting import student_prompt_ids, teacher_prompt_ids
+
+from shadow_models import optim
+from shadow_models.batching import completion_logits, right_pad
+from shadow_models.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
+from shadow_models.config import OPDConfig
+from shadow_models.losses import masked_mean, per_token_loss, sampled_logps
+from shadow_models.modeling import autocast, check_same_vocab, load_frozen, load_trainable, save_student
+from shadow_models.plan import Step, plan_steps, step_seed
+from shadow_models.provenance import library_versions
+from shadow_models.rollout import eos_token_ids, sample_completions
+
+
+def check_records(records: Sequence[Record]) -> None:
+    if not records:
+        raise ConfigError("train_student needs at least one record")
+    ids = [r.record_id for r in records]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("duplicate record_id in the training records")
+
+
+@contextlib.contextmanager
+def main_process_staging(accelerator: Any, out_dir: Path) -> Iterator[Path | None]:
+    """The staging directory on process 0 (None elsewhere): only process 0 writes files."""
+    if accelerator.is_main_process:
+        with staging_dir(out_dir) as tmp:
+            yield tmp
+    else:
+        yield None
+
+
+def train_student(base_model: str, records: list[Record], out_dir: Path, config: OPDConfig, *,
+                  teacher_model: str | None = None, model_id: str = "", progress: bool = True) -> Path:
+    """Train one student by on-policy distillation on `records`; returns `out_dir` (at once if DONE exists).
+
+    Per step: the student samples one completion per record of the batch from its current policy
+    (temperature / top_p / max_new_tokens of `config`); the teacher (`teacher_model`, or the frozen base when None:
+    self-distillation) scores every completion token with prompt + privileged in its context
+    (`config.teacher_template`); the student is updated toward it per token on completion tokens only.
+    Writes weights (or a LoRA adapter), meta.json, ledger.jsonl (one line per step) and DONE last, building in
+    `<out_dir>.partial`; a crash leaves no `out_dir`, and with `config.save_checkpoints` the rerun resumes.
+    """
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    out_dir = Path(out_dir)
+    if is_done(out_dir):
+        return out_dir
+    check_records(records)
+    started = time.time()
+    accelerator = Accelerator()
+    set_seed(config.seed)
+    device = accelerator.device
+    amp = autocast(device, config.bf16_autocast)
+
+    tokenizer = load_tokenizer(base_model)
+    student = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
+                             lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules)
+    teacher_ref = teacher_model if teacher_model is not None else base_model
+    teacher = load_frozen(teacher_ref, device)
+    check_same_vocab(student, teacher, tokenizer, teacher_ref)
+    eos_ids = eos_token_ids(tokenizer, student)
+    pad_id = int(tokenizer.pad_token_id)
+
+    steps = plan_steps(len(records), config.epochs, config.batch_size, config.seed)
+    optimizer, scheduler = optim.build_optimizer(
+        student, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
+        warmup_steps=config.warmup_steps, schedule=config.lr_schedule, total_steps=len(steps))
+    fingerprint = {"config": config.config_hash(), "base": base_model, "teacher": teacher_model,
+                   "records": [r.record_id for r in records], "num_processes": accelerator.num_processes}
+    ckpt = checkpoint_dir(out_dir)
+    start_step, ledger = 0, []
+    if config.save_checkpoints:
+        resumed = load_checkpoint(ckpt, model=student, optimizer=optimizer, fingerprint=fingerprint)
+        if resumed is not None:
+            start_step, ledger = resumed
+            optim.fast_forward(scheduler, start_step)
+    student, optimizer = accelerator.prepare(student, optimizer)
+
+    with main_process_staging(accelerator, out_dir) as tmp:
+        ledger_path = tmp / "ledger.jsonl" if tmp is not None else None
+        if ledger_path is not None:
+            ledger_path.write_text("".join(ledger), encoding="utf-8")
+        bar = _progress(len(steps), start_step, progress and accelerator.is_main_process, model_id)
+        for step in steps[start_step:]:
+            entry = _train_step(step, records, config, accelerator, student, teacher, tokenizer, optimizer,
+                                scheduler, amp=amp, eos_ids=eos_ids, pad_id=pad_id)
+            line = json.dumps(entry, sort_keys=True) + "\n"
+            ledger.append(line)
+            if ledger_path is not None:
+                with open(ledger_path, "a", encoding="utf-8") as f:
+                    f.write(line)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(kl=f"{entry['teacher_kl']:.3f}", loss=f"{entry['loss']:.3f}")
+            done = step.index + 1
+            if (config.save_checkpoints and accelerator.is_main_process and done < len(steps)
+                    and done % config.checkpoint_every == 0):
+                save_checkpoint(ckpt, model=accelerator.unwrap_model(student), optimizer=optimizer,
+                                next_step=done, fingerprint=fingerprint, ledger_lines=ledger)
+        if bar is not None:
+            bar.close()
+        accelerator.wait_for_everyone()
+        if tmp is not None:
+            save_student(accelerator.unwrap_model(student), tokenizer, tmp)
+            wall = round(time.time() - started, 3)
+            write_json(tmp / "meta.json", _meta(base_model, teacher_model, model_id, config, records, steps,
+                                                accelerator, wall, start_step, eos_ids))
+            mark_done(tmp, {"wall_seconds": wall, "steps": len(steps)})
+    if accelerator.is_main_process and ckpt.exists():
+        shutil.rmtree(ckpt)
+    accelerator.wait_for_everyone()
+    return out_dir
+
+
+def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accelerator: Any, student: Any,
+                teacher: Any, tokenizer: Any, optimizer: Any, scheduler: Any, *, amp: Any, eos_ids: list[int],
+                pad_id: int) -> dict:
+    """Sample, score with the teacher, update the student once; returns the ledger entry."""
+    t0 = time.time()
+    batch = [records[i] for i in step.positions]
+    with accelerator.split_between_processes(batch) as local:
+        local = list(local)
+    lr = float(scheduler.get_last_lr()[0])
+    if local:
+        s_prompts = [student_prompt_ids(tokenizer, r) for r in local]
+        t_prompts = [teacher_prompt_ids(tokenizer, r, config.teacher_template) for r in local]
+        completions = sample_completions(
+            accelerator.unwrap_model(student), s_prompts, max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature, top_p=config.top_p, eos_ids=eos_ids, pad_id=pad_id,
+            seed=step_seed(config.seed, step.index, accelerator.process_index), autocast=amp)
+        comp_ids, comp_mask = right_pad(completions, pad_id, accelerator.device)
+        with amp:
+            s_logits = completion_logits(student, s_prompts, comp_ids, comp_mask, pad_id)
+        with torch.no_grad(), amp:
+            t_logits = completion_logits(teacher, t_prompts, comp_ids, comp_mask, pad_id)
+        tok_loss = per_token_loss(s_logits, t_logits, comp_ids, loss=config.loss, beta=config.beta,
+                                  topk=config.topk)
+        loss = masked_mean(tok_loss, comp_mask)
+        with torch.no_grad():
+            gap = sampled_logps(s_logits.detach().float(), comp_ids) - sampled_logps(t_logits.float(), comp_ids)
+            kl_sum = float((gap * comp_mask).sum())
+        lengths = [len(c) for c in completions]
+    else:  # more processes than records in this (last) batch: join the gradient all-reduce with zeros
+        loss = sum(p.sum() for p in student.parameters() if p.requires_grad) * 0.0
+        kl_sum, lengths = 0.0, []
+    accelerator.backward(loss)
+    grad_norm = optim.apply_update(accelerator, student, optimizer, scheduler, config.max_grad_norm)
+    gathered = gather_object([(lengths, kl_sum, float(loss.detach()) * max(sum(lengths), 0))])
+    all_lengths = [n for part in gathered for n in part[0]]
+    n_tokens = max(sum(all_lengths), 1)
+    return {
+        "step": step.index,
+        "epoch": step.epoch,
+        "record_ids": [r.record_id for r in batch],
+        "teacher_kl": sum(part[1] for part in gathered) / n_tokens,
+        "loss": sum(part[2] for part in gathered) / n_tokens,
+        "completion_lengths": all_lengths,
+        "completion_tokens": sum(all_lengths),
+        "lr": lr,
+        "grad_norm": grad_norm,
+        "seconds": round(time.time() - t0, 4),
+    }
+
+
+def _progress(total: int, initial: int, enabled: bool, model_id: str) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=f"OPD {model_id}".strip(), unit="step")
+
+
+def _meta(base_model: str, teacher_model: str | None, model_id: str, config: OPDConfig, records: Sequence[Record],
+          steps: list[Step], accelerator: Any, wall: float, start_step: int, eos_ids: list[int]) -> dict:
+    return {
+        "kind": "opd_student",
+        "model_id": model_id,
+        "base_model": base_model,
+        "base_model_resolved": resolve_model_ref(base_model),
+        "teacher_model": teacher_model,
+        "teacher": "self-distillation (frozen base)" if teacher_model is None else teacher_model,
+        "teacher_model_resolved": resolve_model_ref(teacher_model) if teacher_model is not None else None,
+        "loss": config.loss,
+        "config": config.to_dict(),
+        "config_hash": config.config_hash(),
+        "seed": config.seed,
+        "teacher_template": config.teacher_template,
+        "sampling": {"temperature": config.temperature, "top_p": config.top_p, "top_k": 0,
+                     "max_new_tokens": config.max_new_tokens, "eos_token_ids": eos_ids},
+        "adapter": config.lora_rank > 0,
+        "record_ids": [r.record_id for r in records],
+        "n_records": len(records),
+        "steps": len(steps),
+        "epochs": config.epochs,
+        "resumed_from_step": start_step,
+        "wall_seconds": wall,
+        "device": str(accelerator.device),
+        "num_processes": accelerator.num_processes,
+        "versions": library_versions(),
+    }
