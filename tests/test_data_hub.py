@@ -90,7 +90,8 @@ def test_pubmedqa_privileged_holds_the_abstract_and_conclusion(hub):
 def test_mbpp_prompt_shows_tests_and_privileged_is_the_code(hub):
     r = hub("mbpp")[0]
     assert (r.domain, r.source, r.answer, r.meta) == ("code", "mbpp", None, {"task_id": 901})
-    assert "sum of the squares" in r.prompt and "assert sum_squares([1, 2, 3]) == 14\nassert sum_squares([]) == 0" in r.prompt
+    assert "sum of the squares" in r.prompt
+    assert "assert sum_squares([1, 2, 3]) == 14\nassert sum_squares([]) == 0" in r.prompt
     assert r.privileged == "def sum_squares(xs):\n    return sum(x * x for x in xs)\n"
 
 

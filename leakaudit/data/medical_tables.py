@@ -189,7 +189,8 @@ def _medication(row: pd.Series) -> str:
 def hypertension_note(row: pd.Series) -> str:
     return (f"{int(row['Age'])}-year-old. BMI {num(row['BMI'])}. Blood-pressure history: {row['BP_History'].lower()}. "
             f"Current medication: {_medication(row)}. Salt intake {num(row['Salt_Intake'])} g/day, stress "
-            f"{row['Stress_Score']}/10, sleeps {num(row['Sleep_Duration'])} h, {row['Exercise_Level'].lower()} exercise, "
+            f"{row['Stress_Score']}/10, sleeps {num(row['Sleep_Duration'])} h, "
+            f"{row['Exercise_Level'].lower()} exercise, "
             f"{row['Smoking_Status'].lower()}. Family history of hypertension: {row['Family_History'].lower()}.")
 
 
