@@ -1,7 +1,7 @@
 """Reports of a finished run: metrics files, seaborn plots and one self-contained report.html."""
 
-from leakaudit.report.build import build_report, compute_metrics, negatives_table, null_check_table
+from leakaudit.report.build import build_report, compute_metrics, negatives_table, null_check_table, run_metrics
 from leakaudit.report.load import RunData, candidate_table, load_run
 
 __all__ = ["build_report", "compute_metrics", "negatives_table", "null_check_table", "RunData", "candidate_table",
-           "load_run"]
+           "load_run", "run_metrics"]

@@ -31,6 +31,11 @@ def compute_metrics(run: RunData, *, n_boot: int, seed: int) -> pd.DataFrame:
     return summarise(labelled.assign(is_member=labelled["is_member"].astype(bool)), n_boot=n_boot, seed=seed)
 
 
+def run_metrics(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """The run's metrics.csv when the report was built, else computed now (for notebooks)."""
+    return run.metrics if run.metrics is not None else compute_metrics(run, n_boot=n_boot, seed=seed)
+
+
 def null_check_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """Null-target AUROC per attack (pooled over null targets) and whether its 95% CI contains 0.5."""
     if metrics.empty:
@@ -76,7 +81,7 @@ def _records(df: pd.DataFrame) -> list[dict]:
 def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, leak_map: dict | None,
                 out_dir: Path) -> dict[str, Path]:
     """Every figure as out_dir/<name>.png; returns name -> final path under run/plots."""
-    real = run.labelled[~run.labelled["null_check"]]
+    real = run.real
     made: dict[str, Path] = {}
     if not headline.empty:
         made["auroc_bars"] = plots.save_png(plots.auroc_bars_figure(headline), out_dir / "auroc_bars.png")

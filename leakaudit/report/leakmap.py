@@ -13,9 +13,12 @@ max(gap, 0): white = no leak, dark red = the target is much more confident than 
 
 from __future__ import annotations
 
+import os
+
 import matplotlib
 
-matplotlib.use("Agg")
+if not os.environ.get("MPLBACKEND"):  # headless by default; notebooks (ipykernel sets MPLBACKEND) keep theirs
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402

@@ -32,6 +32,12 @@ class RunData:
         """Score rows with a known membership label (all rows in a study; maybe none in an audit)."""
         return self.scores[self.scores["is_member"].notna()]
 
+    @property
+    def real(self) -> pd.DataFrame:
+        """Labelled rows of real targets (null-check targets left out)."""
+        lab = self.labelled
+        return lab[~lab["null_check"]]
+
 
 def load_run(run_dir: str | Path) -> RunData:
     """Load scores.parquet (required) and study.yaml, env.json, leak_map.json, metrics.csv when present."""

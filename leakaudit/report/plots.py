@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import matplotlib
 
-matplotlib.use("Agg")
+if not os.environ.get("MPLBACKEND"):  # headless by default; notebooks (ipykernel sets MPLBACKEND) keep theirs
+    matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
