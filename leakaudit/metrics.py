@@ -202,7 +202,8 @@ def headline_table(metrics_df: pd.DataFrame, *, leaky: str = "leaky", alpha: flo
         md = m[m["domain"] == domain]
         is_leaky = md["attack"] == leaky
         picks = [("Leaky", md[is_leaky])]
-        picks += [(f"best {fam} baseline", md[~is_leaky & (md["family"] == fam)]) for fam in ("fresh", "fixed", "blind")]
+        picks += [(f"best {fam} baseline", md[~is_leaky & (md["family"] == fam)])
+                  for fam in ("fresh", "fixed", "blind")]
         for method, cand in picks:
             if cand.empty:
                 continue

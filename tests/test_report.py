@@ -64,11 +64,21 @@ def test_html_is_self_contained_with_headline_and_images(built):
 
 def test_redact_removes_planted_secret(tmp_path):
     root = write_fake_run(tmp_path / "study", secret=SECRET)
+    (root / "study.yaml").write_text("study: fake\nseed: 7\n")  # secret only in records and leak map
+    lm = json.loads((root / "leak_map.json").read_text())
+    (root / "leak_map.json").write_text(json.dumps(dict(lm, prompt=f"Ask {SECRET}")))
     build_report(root, redact=True, n_boot=0)
     for name in ("report.html", "metrics.json", "metrics.csv"):
         text = (root / name).read_text()
         assert SECRET not in text, name
     assert "[redacted]" in (root / "report.html").read_text()
+    assert json.loads((root / "metrics.json").read_text())["redacted"] is True
+
+
+def test_redact_masks_privileged_config_keys(tmp_path):
+    root = write_fake_run(tmp_path / "study", secret=SECRET)
+    build_report(root, redact=True, n_boot=0)
+    assert SECRET not in (root / "report.html").read_text()
     assert json.loads((root / "metrics.json").read_text())["config"]["examples"] == "[redacted]"
 
 

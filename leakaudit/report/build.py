@@ -139,7 +139,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "null_check": _records(nulls),
         "plots": sorted(p.name for p in made.values()),
     }))
-    page = render_html(run, metrics, headline, nulls, negatives, config, made, n_boot=n_boot, seed=seed)
+    page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -147,8 +147,9 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
 
 
 def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nulls: pd.DataFrame,
-                negatives: pd.DataFrame, config: dict, made: dict[str, Path], *, n_boot: int, seed: int) -> str:
-    """The report page; every section is skipped when its input is absent."""
+                negatives: pd.DataFrame, config: dict, leak_map: dict | None, made: dict[str, Path], *,
+                n_boot: int, seed: int) -> str:
+    """The report page (config and leak_map already redacted when asked); sections without input are skipped."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
     secs = []
     if not headline.empty:
@@ -179,8 +180,7 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(H.section("Score distributions", plot("score_distributions", "score distributions"),
                               anchor="distributions"))
     if "leak_map" in made:
-        lm = run.leak_map or {}
-        prompt = "[redacted]" if "[redacted]" in str(config) or lm.get("redacted") else lm.get("prompt", "")
+        prompt = (leak_map or {}).get("prompt", "")
         secs.append(H.section("Leak map", f'<p class="note">Prompt: {H.esc(prompt)}</p>' if prompt else "",
                               plot("leak_map", "leak map"), anchor="leakmap"))
     if not metrics.empty:

@@ -63,6 +63,7 @@ def leak_map_figure(lm: dict, *, width: int = 90, cmap: str = "Reds") -> plt.Fig
     gaps_all = np.concatenate([np.asarray(t["gaps"], float) for t in lm["trajectories"]] or [np.zeros(1)])
     vmax = float(np.nanmax(np.clip(gaps_all, 0, None))) if gaps_all.size else 0.0
     norm, colours = Normalize(0, vmax if vmax > 0 else 1.0), plt.get_cmap(cmap)
+    masked = bool(lm.get("redacted"))
     blocks, n_lines = [], 0
     for t in lm["trajectories"]:
         lay = _layout(t["tokens"], width)
@@ -75,7 +76,10 @@ def leak_map_figure(lm: dict, *, width: int = 90, cmap: str = "Reds") -> plt.Fig
         for (line, col, shown), gap in zip(lay, gaps):
             y = start + 1 + line
             g = 0.0 if gap is None or np.isnan(gap) else max(float(gap), 0.0)
-            ax.add_patch(Rectangle((col, y), len(shown), 1, facecolor=colours(norm(g)), edgecolor="none"))
+            ax.add_patch(Rectangle((col, y), len(shown), 1, facecolor=colours(norm(g)),
+                                   edgecolor="#bbbbbb" if masked else "none", lw=0.5))
+            if masked:  # redacted: colour cells only, no text
+                continue
             ax.text(col, y + 0.5, shown, fontsize=FONT_PT, family="DejaVu Sans Mono", va="center",
                     color="white" if norm(g) > 0.6 else "black")
     ax.set_xlim(0, width)
