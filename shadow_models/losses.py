@@ -67,5 +67,6 @@ def per_token_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, c
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of `values` over positions where `mask` is 1 (token-level mean over the whole batch; 0 if empty)."""
-    mask = mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp_min(1.0)
+    keep = mask.bool()
+    total = torch.where(keep, values, torch.zeros_like(values)).sum()  # where, not *: inf/nan at padding stay out
+    return total / keep.sum().clamp_min(1).to(values.dtype)
