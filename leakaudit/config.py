@@ -45,6 +45,9 @@ class DataConfig:
     """Token budget for a record's prompt; longer records are an input error."""
     max_privileged_tokens: int = 384
     """Token budget for a record's privileged context."""
+    drop_over_budget: bool = True
+    """Built-in sources: drop records over a token budget from the pool before the split (counted in the
+    log). False makes any such record an input error naming it."""
 
     def __post_init__(self) -> None:
         self.domains = {d: s if isinstance(s, DomainSource) else DomainSource(**s) for d, s in self.domains.items()}

@@ -130,19 +130,27 @@ class Study:
         from leakaudit.data.sources import load_source
 
         data = self.cfg.data
+        tok = self.tokenizer
         chosen: list[Record] = []
         for domain, spec in data.domains.items():
             pool = load_source(spec.source, seed=self.cfg.seed, **spec.options)
             pool = [r if r.domain == domain else dataclasses.replace(r, domain=domain, record_id="") for r in pool]
-            by_id = {r.record_id: r for r in pool}
             check_unique(pool, path=f"source '{spec.source}'")
+            if data.drop_over_budget:
+                kept = [r for r in pool if self._within_budget(r)]
+                dropped = len(pool) - len(kept)
+                pool = kept
+            else:
+                check_token_budget([dataclasses.replace(r, privileged="x") for r in pool], tok,
+                                   data.max_prompt_tokens, path=f"source '{spec.source}'")
+                check_token_budget([dataclasses.replace(r, prompt="x") for r in pool], tok,
+                                   data.max_privileged_tokens, path=f"source '{spec.source}'")
+                dropped = 0
+            by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain)
             chosen += [by_id[r] for r in cand + popn]
-            self.log(f"[records] {domain}: {len(pool)} from '{spec.source}', using {len(cand)} candidates + "
-                     f"{len(popn)} population")
-        tok = self.tokenizer
-        check_token_budget([dataclasses.replace(r, privileged="x") for r in chosen], tok, data.max_prompt_tokens)
-        check_token_budget([dataclasses.replace(r, prompt="x") for r in chosen], tok, data.max_privileged_tokens)
+            self.log(f"[records] {domain}: {len(pool)} from '{spec.source}' ({dropped} over the token budget "
+                     f"dropped), using {len(cand)} candidates + {len(popn)} population")
         write_jsonl(chosen, self.run.records)
 
     def stage_plan(self) -> None:
@@ -190,6 +198,11 @@ class Study:
         self.log(f"[students] training {model_id} on {len(members)} records")
         train_student(self.cfg.base_model, members, out, OPDConfig(**training), teacher_model=self.teacher_model(),
                       model_id=model_id, progress=self.progress)
+
+    def _within_budget(self, record: Record) -> bool:
+        n_prompt = len(self.tokenizer(record.prompt, add_special_tokens=False)["input_ids"])
+        n_priv = len(self.tokenizer(record.privileged, add_special_tokens=False)["input_ids"])
+        return n_prompt <= self.cfg.data.max_prompt_tokens and n_priv <= self.cfg.data.max_privileged_tokens
 
     def model_ref(self, model_id: str) -> str:
         from leakaudit.assemble import BASE_ID
