@@ -212,7 +212,9 @@ class AttackInputs:
     def _check_population_target(self) -> None:
         a = np.asarray(self.population_target)
         if a.ndim != 1 or a.shape[0] == 0 or not np.issubdtype(a.dtype, np.floating):
-            raise InputError(f"expected a non-empty 1-D float array, got shape {a.shape}", field="population_target")
+            raise InputError(f"expected a non-empty 1-D float array, got shape {a.shape} (RMIA needs population "
+                             "records: data.n_population > 0; leave the field None when there are none)",
+                             field="population_target")
         if not np.isfinite(a).all():
             raise InputError("has non-finite values", field="population_target")
 

@@ -74,7 +74,9 @@ def rmia(inputs: AttackInputs, params: RmiaParams) -> np.ndarray:
             raise InputError(f"rmia ({'offline' if params.offline else 'online'}) needs at least one {kind} "
                              "reference per record; this one has none",
                              record_id=str(inputs.record_ids[i]), field="fixed_ref_in")
-        if params.offline:
+        if np.isnan(log_target_x[i]):  # no tokens: NaN score, nothing to compute
+            log_prior_x[i] = np.nan
+        elif params.offline:
             log_prior_x[i] = _offline_log_prior(_log_mean_prob(s_out), params.a)
         else:
             log_prior_x[i] = np.logaddexp(_log_mean_prob(s_in), _log_mean_prob(s_out)) - np.log(2.0)
