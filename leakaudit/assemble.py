@@ -84,10 +84,9 @@ def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict
         fixed_base.append(fixed[BASE_ID][rid].logp)
         fixed_refs.append(_stack([fixed[m][rid].logp for m in ins + outs]))
         fixed_in.append(np.array([True] * len(ins) + [False] * len(outs)))
-    population_target = np.array([_mean(fixed[target][z].logp) for z in pop], dtype=np.float64)
-    population_refs = np.array([[_mean(fixed[m][z].logp) for m in students] for z in pop], dtype=np.float64)
-    if not pop:
-        population_refs = np.zeros((0, len(students)))
+    population_target = np.array([_mean(fixed[target][z].logp) for z in pop], dtype=np.float64) if pop else None
+    population_refs = (np.array([[_mean(fixed[m][z].logp) for m in students] for z in pop], dtype=np.float64)
+                       if pop else None)
     return AttackInputs(
         record_ids=list(cand), texts=[records[r].privileged for r in cand],
         fresh_target=fresh_target, fresh_refs=fresh_refs, fresh_base=fresh_base,

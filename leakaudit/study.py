@@ -248,9 +248,8 @@ class Study:
         from leakaudit.signals.backend import make_backend
 
         return _Closing(make_backend(self.cfg.signals.backend, self.model_ref(model_id),
-                                     batch_size=self.cfg.signals.score_batch_size,
-                                     autocast_bf16=self.cfg.signals.autocast_bf16,
-                                     trust_remote_code=self.cfg.trust_remote_code))
+                                     score_batch_size=self.cfg.signals.score_batch_size,
+                                     autocast_bf16=self.cfg.signals.autocast_bf16))
 
     def stage_attacks(self) -> None:
         if self.run.scores.is_file():
