@@ -146,6 +146,18 @@ def test_sample_next_inverse_cdf_and_top_p():
     assert sample_next(logits, torch.tensor([1 - 1e-17] * 3, dtype=torch.float64), 1.0, 0.6).tolist() == [1, 1, 1]
 
 
+def test_sample_next_matches_the_target_distribution():
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.tensor([0.1, 0.0, 0.5, 0.15, 0.25, 0.0, 0.0])
+    n = 20000
+    u = torch.rand(n, generator=gen, dtype=torch.float64)
+    logits = torch.log(probs).expand(n, -1)
+    for top_p, expect in ((1.0, probs), (0.8, torch.tensor([0, 0, 0.5, 0.15, 0.25, 0, 0]) / 0.9)):
+        freq = torch.bincount(sample_next(logits, u, 1.0, top_p, block=2), minlength=7).double() / n
+        assert torch.allclose(freq, expect.double(), atol=0.01)
+        assert freq[1] == 0 and freq[5] == 0 and freq[6] == 0
+
+
 def test_helpers():
     assert trim_completion([4, 5, 2, 2, 2], [2]) == [4, 5, 2]
     assert trim_completion([4, 5], [2]) == [4, 5]

@@ -26,28 +26,57 @@ def row_seed(seed: int, prompt: Sequence[int], index: int) -> int:
     return int.from_bytes(h.digest()[:8], "little") >> 1
 
 
-def sample_next(scores: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """Draw one token per row by inverse CDF.
+def nucleus_threshold(probs: torch.Tensor, top_p: float, k: int = 512) -> torch.Tensor:
+    """Per-row probability threshold tau of the top-p nucleus: keep tokens with p >= tau.
+
+    probs: [B, V]. The nucleus is the smallest set of most likely tokens whose mass reaches top_p (all tokens
+    tied at tau are kept). Found among the top k tokens; rows whose top-k mass falls short are fully sorted.
+    Returns [B, 1] of probs' dtype.
+    """
+    k = min(k, probs.shape[-1])
+    vals = probs.topk(k, dim=-1, sorted=True).values  # [B, k] descending
+    short = vals.sum(-1) < top_p
+    if bool(short.any()):
+        full = probs.new_zeros(probs.shape)
+        full[~short, :k] = vals[~short]
+        full[short] = torch.sort(probs[short], dim=-1, descending=True).values
+        vals = full
+    n_keep = ((vals.cumsum(-1) - vals) < top_p).sum(-1, keepdim=True).clamp_(min=1)  # [B, 1]
+    return vals.gather(-1, n_keep - 1)
+
+
+def _last_positive(x: torch.Tensor) -> torch.Tensor:
+    """Index of the last entry > 0 in each row of x [B, K] (0 if none): [B, 1]."""
+    return (x > 0).long().cumsum(-1).argmax(-1, keepdim=True)
+
+
+def sample_next(scores: torch.Tensor, uniforms: torch.Tensor, temperature: float, top_p: float,
+                block: int = 256) -> torch.Tensor:
+    """Draw one token per row by inverse CDF over the vocabulary in token-id order.
 
     scores: [B, V] logits; uniforms: [B] float64 in [0, 1). Returns int64 [B].
-    Temperature divides the logits; top-p keeps the smallest prefix of the probability-sorted vocabulary
-    (stable sort, so ties break by token id) whose mass reaches top_p.
+    Temperature divides the logits; top-p keeps the nucleus (see nucleus_threshold). The CDF is two-level
+    (block sums, then one block of `block` tokens) so that no [B, V] cumulative sum is needed. Every step is
+    row-wise, so a row's token does not depend on the other rows of the batch.
     """
-    probs = torch.softmax(scores.double() / temperature, dim=-1)
+    probs = torch.softmax(scores.float() / temperature, dim=-1)
     if top_p < 1.0:
-        sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-        mass_before = sorted_p.cumsum(-1) - sorted_p
-        sorted_p = sorted_p.masked_fill(mass_before >= top_p, 0.0)
-    else:
-        sorted_p, order = probs, None
-    cdf = sorted_p.cumsum(-1)
-    target = (uniforms.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1)
-    pos = torch.searchsorted(cdf, target, right=True)
-    # A draw that rounds onto the total would land past the last kept token: clamp to that token.
-    last_kept = (sorted_p > 0).long().cumsum(-1).argmax(-1, keepdim=True)
-    pos = torch.minimum(pos, last_kept)
-    token = pos if order is None else order.gather(-1, pos)
-    return token.squeeze(-1)
+        probs = probs.masked_fill(probs < nucleus_threshold(probs, top_p), 0.0)
+    b, v = probs.shape
+    n_blocks = -(-v // block)
+    if n_blocks * block != v:
+        probs = torch.nn.functional.pad(probs, (0, n_blocks * block - v))
+    blocks = probs.view(b, n_blocks, block)
+    block_mass = blocks.sum(-1, dtype=torch.float64)  # [B, nb]
+    block_cdf = block_mass.cumsum(-1)
+    target = uniforms.to(torch.float64).unsqueeze(-1) * block_cdf[:, -1:]  # [B, 1]
+    # A draw that rounds onto a total would land past the last kept entry: clamp to that entry.
+    bi = torch.minimum(torch.searchsorted(block_cdf, target, right=True), _last_positive(block_mass))
+    rest = target - (block_cdf.gather(-1, bi) - block_mass.gather(-1, bi))
+    inner = blocks[torch.arange(b), bi.squeeze(-1)]  # [B, block]
+    inner_cdf = inner.cumsum(-1, dtype=torch.float64)
+    j = torch.minimum(torch.searchsorted(inner_cdf, rest, right=True), _last_positive(inner))
+    return (bi * block + j).squeeze(-1)
 
 
 class SeededSampler:
