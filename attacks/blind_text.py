@@ -54,11 +54,13 @@ class BlindTextParams:
 def blind_text(inputs: AttackInputs, params: BlindTextParams) -> np.ndarray:
     labels = np.asarray(inputs.labels).astype(np.int64)
     counts = np.bincount(labels, minlength=2)
-    if counts.min() < params.n_splits:
-        raise InputError(f"blind_text with n_splits={params.n_splits} needs at least that many members and "
-                         f"non-members; got {counts[1]} members, {counts[0]} non-members", field="labels")
+    # Small studies have fewer records per class than folds: use as many folds as the rarer class allows.
+    n_splits = min(params.n_splits, int(counts.min()))
+    if n_splits < 2:
+        raise InputError(f"blind_text needs at least 2 members and 2 non-members to cross-validate; got "
+                         f"{counts[1]} members, {counts[0]} non-members", field="labels")
     vec_cls = TfidfVectorizer if params.vectorizer == "tfidf" else CountVectorizer
     model = make_pipeline(vec_cls(ngram_range=(1, params.ngram_max)), LogisticRegression(C=params.C, max_iter=1000))
-    folds = StratifiedKFold(n_splits=params.n_splits, shuffle=True, random_state=params.seed)
+    folds = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=params.seed)
     proba = cross_val_predict(model, list(inputs.texts), labels, cv=folds, method="predict_proba")
     return np.ascontiguousarray(proba[:, 1], dtype=np.float64)

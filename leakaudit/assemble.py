@@ -20,7 +20,7 @@ from leakaudit.data.records import Record
 from leakaudit.membership import MembershipPlan
 from leakaudit.signals.store import load_fixed, load_logp, load_trajectories
 
-BASE_ID = "_base"
+BASE_ID = "base"
 
 
 @dataclass(frozen=True)

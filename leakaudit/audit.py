@@ -31,8 +31,8 @@ from leakaudit.rundir import RunDir
 from leakaudit.scoring import attack_specs
 from leakaudit.study import stage_seed
 
-TARGET_ID = "_target"
-BASE_ID = "_base"
+TARGET_ID = "target"
+BASE_ID = "base"
 
 
 @dataclass

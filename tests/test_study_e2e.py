@@ -33,7 +33,7 @@ def test_every_artefact_written(finished_run):
     for model_id in ("math-s0", "math-s1", "math-s2", "math-s3", "math-null"):
         assert (root / "models" / model_id / "DONE").is_file()
         assert (root / "signals" / "fixed" / f"{model_id}.npz").is_file()
-    assert (root / "signals" / "fixed" / "_base.npz").is_file()
+    assert (root / "signals" / "fixed" / "base.npz").is_file()
     env = json.loads((root / "env.json").read_text())
     assert env["libraries"]["torch"] and env["seed"] == cfg.seed
 
@@ -58,7 +58,7 @@ def test_scores_cover_every_attack_target_and_record(finished_run):
 def test_resume_skips_completed_stages(finished_run, tiny_model_dir):
     cfg, root = finished_run
     before = {p: p.stat().st_mtime_ns for p in [root / "scores.parquet", root / "models/math-s0/DONE",
-                                                root / "signals/fixed/_base.npz"]}
+                                                root / "signals/fixed/base.npz"]}
     logs = []
     Study(cfg, progress=False, log=logs.append).run_all()
     after = {p: p.stat().st_mtime_ns for p in before}
