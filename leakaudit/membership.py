@@ -145,11 +145,36 @@ def split_pool(record_ids: Sequence[str], n_candidates: int, n_population: int, 
 
 
 def keep_matrix(n_models: int, n_records: int, seed: int) -> np.ndarray:
-    """Balanced bool matrix [n_models, n_records]: every column has exactly n_models/2 True entries."""
+    """Doubly balanced bool matrix [n_models, n_records]: every record is IN for exactly n_models/2 models
+    (LiRA's construction) and, when n_records is even, every model has exactly n_records/2 members, so each
+    target is scored on equal numbers of members and non-members.
+
+    Built from LiRA's ``uniform(size=(M, N)).argsort(0) < M/2`` and then re-balanced across models by
+    checkerboard swaps (a 2x2 block [[1,0],[0,1]] -> [[0,1],[1,0]] keeps every row and column sum), seeded.
+    """
     if n_models < 2 or n_models % 2:
         raise ConfigError(f"keep-matrix design needs an even number of students >= 2, got {n_models}")
     rng = np.random.default_rng(seed)
-    return rng.uniform(size=(n_models, n_records)).argsort(0) < n_models // 2
+    keep = rng.uniform(size=(n_models, n_records)).argsort(0) < n_models // 2
+    if n_records % 2 == 0:
+        target = n_records // 2
+        # move memberships from over-full to under-full models, one record at a time (column sums unchanged)
+        for _ in range(n_models * n_records * 4):
+            sums = keep.sum(1)
+            over, under = np.flatnonzero(sums > target), np.flatnonzero(sums < target)
+            if not len(over):
+                break
+            a, b = rng.choice(over), rng.choice(under)
+            movable = np.flatnonzero(keep[a] & ~keep[b])
+            j = rng.choice(movable)
+            keep[a, j], keep[b, j] = False, True
+        # then mix with checkerboard swaps so the result does not remember the repair
+        for _ in range(n_models * n_records * 4):
+            a, b = rng.choice(n_models, size=2, replace=False)
+            i, j = rng.choice(n_records, size=2, replace=False)
+            if keep[a, i] and keep[b, j] and not keep[a, j] and not keep[b, i]:
+                keep[a, i], keep[b, j], keep[a, j], keep[b, i] = False, False, True, True
+    return keep
 
 
 def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_candidates: int, n_population: int,

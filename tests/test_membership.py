@@ -15,7 +15,7 @@ def test_keep_matrix_is_balanced_per_record():
     keep = keep_matrix(6, 50, seed=3)
     assert keep.shape == (6, 50)
     assert (keep.sum(0) == 3).all()
-    # per model, membership is roughly half (not exact), and not identical across models
+    assert (keep.sum(1) == 25).all()  # every target sees equal numbers of members and non-members
     assert len({tuple(row) for row in keep}) == 6
 
 
