@@ -1,0 +1,104 @@
+"""Sweep: which study settings make membership visible, and to which attacks? (issue 6)
+
+Each sweep point is a full study (records → plan → teacher → students → signals → attacks → metrics) run by
+the library with `--set`-style overrides on top of a preset, in its own run directory under runs/sweep/.
+Finished points are reused (run-study is resumable), so the sweep can be interrupted and re-run.
+
+    python bench/sweep_signal.py --points teacher_self,teacher_prepared --preset default
+    python bench/sweep_signal.py --list
+
+Writes bench/results/sweep.json and prints a markdown table: per point and domain, AUROC [95% CI] and TPR@1%FPR
+of Leaky and of the best attack of each family (fresh-trajectory, fixed-text, blind), plus the null target's
+Leaky AUROC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from leakaudit.config import load_config
+from leakaudit.study import Study
+
+# name -> overrides on top of the preset. One factor at a time from the default study's settings.
+POINTS: dict[str, list[str]] = {
+    "teacher_self": ["teacher.kind=self"],
+    "teacher_prepared": ["teacher.kind=prepared"],
+    "prepared_epochs_x2": ["teacher.kind=prepared", "training.epochs=24"],
+    "prepared_lr_x3": ["teacher.kind=prepared", "training.learning_rate=3.0e-4"],
+    "prepared_full_rkl": ["teacher.kind=prepared", "training.loss=full_rkl"],
+    "prepared_lora16": ["teacher.kind=prepared", "training.lora_rank=16", "training.learning_rate=1.0e-3"],
+    "prepared_generic_context": ["teacher.kind=prepared",
+                                 "training.teacher_template='{prompt}\n\nAnswer carefully and concisely.'"],
+    "prepared_sample_t07": ["teacher.kind=prepared", "signals.sampling.temperature=0.7"],
+    "prepared_sample_16tok": ["teacher.kind=prepared", "signals.sampling.max_new_tokens=16"],
+}
+
+
+def summarise_point(root: Path) -> pd.DataFrame:
+    m = pd.read_csv(root / "metrics.csv")
+    return m
+
+
+def headline(root: Path) -> list[dict]:
+    """Leaky and the best attack of each family per domain (pooled over real targets), plus the null check."""
+    m = pd.read_csv(root / "metrics.csv")
+    rows = []
+    dom = m[(m.level == "domain") & (~m.null_check)]
+    for domain, g in dom.groupby("domain"):
+        row = {"domain": domain}
+        leaky = g[g.attack == "leaky"].iloc[0]
+        row["leaky"] = _fmt(leaky)
+        for fam in ("fresh", "fixed", "blind"):
+            fam_rows = g[(g.family == fam) & (g.attack != "leaky")]
+            if len(fam_rows):
+                best = fam_rows.sort_values("auroc", ascending=False).iloc[0]
+                row[f"best_{fam}"] = f"{best.attack} {_fmt(best)}"
+        null = m[(m.level == "domain") & m.null_check & (m.domain == domain) & (m.attack == "leaky")]
+        row["null_leaky_auroc"] = round(float(null.auroc.iloc[0]), 3) if len(null) else None
+        rows.append(row)
+    return rows
+
+
+def _fmt(r) -> str:
+    return f"{r.auroc:.3f} [{r.auroc_lo:.3f}, {r.auroc_hi:.3f}] tpr1%={r['tpr@0.01']:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--points", default=",".join(POINTS), help="comma-separated sweep points")
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--set", dest="extra", action="append", default=[], help="extra override for every point")
+    ap.add_argument("--out", default="bench/results/sweep.json")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+    if args.list:
+        for k, v in POINTS.items():
+            print(f"{k:28s} {' '.join(v)}")
+        return
+    out_path = Path(args.out)
+    results = json.loads(out_path.read_text()) if out_path.is_file() else {}
+    for name in args.points.split(","):
+        cfg = load_config(preset=args.preset, overrides=[*POINTS[name], *args.extra, f"name={name}",
+                                                         "out_root=runs/sweep"])
+        start = time.time()
+        root = Study(cfg, log=lambda m: print(m, flush=True)).run_all()
+        results[name] = {"overrides": POINTS[name] + args.extra, "config_hash": cfg.hash(),
+                         "wall_s": round(time.time() - start, 1), "rows": headline(root)}
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(json.dumps(results, indent=2))
+        print(json.dumps(results[name], indent=2), flush=True)
+    print("\n| point | domain | Leaky | best fresh | best fixed | blind | null Leaky |")
+    print("|---|---|---|---|---|---|---|")
+    for name, res in results.items():
+        for r in res["rows"]:
+            print(f"| {name} | {r['domain']} | {r['leaky']} | {r.get('best_fresh', '')} | {r.get('best_fixed', '')} "
+                  f"| {r.get('best_blind', '')} | {r['null_leaky_auroc']} |")
+
+
+if __name__ == "__main__":
+    main()
