@@ -5,7 +5,7 @@ Measures
 - scoring tokens/s: 64 sequences = 32 chat prompts (~60 tokens) x 2 sampled continuations (<= 64 tokens);
 - sampling tokens/s: 32 prompts x 1 trajectory x 64 new tokens (naive: model.generate one prompt at a time);
 - the machine's fp32 / bf16 matmul peak (2048^2 matmuls) and the achieved fraction (~2 * params FLOPs/token).
-Writes bench/results/signals.json and prints a table.  Run:  python bench/bench_signals.py [--naive-sample 8]
+Writes bench/results/signals.json and prints a table.  Run:  python bench/bench_signals.py [--threads 1]
 """
 
 from __future__ import annotations
@@ -93,17 +93,22 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--naive-sample", type=int, default=8, help="prompts in the naive sampling loop (extrapolated)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads; 1 by default because on an oversubscribed shared CPU two "
+                         "threads make small matmuls ~50x slower (OpenMP barriers wait on descheduled threads)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "signals.json"))
     args = ap.parse_args()
 
+    torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
     load_before = os.getloadavg()
     tok = load_tokenizer(MODEL)
     model = load_model(MODEL)
     n_params = sum(p.numel() for p in model.parameters())
     eos = tok.eos_token_id
-    fp32 = HFBackend.from_model(model, autocast_bf16=False, score_batch_size=16, max_batch_tokens=4096)
-    bf16 = HFBackend.from_model(model, autocast_bf16=True, score_batch_size=16, max_batch_tokens=4096)
+    batching = {"score_batch_size": 16, "max_batch_tokens": 4096}
+    fp32 = HFBackend.from_model(model, autocast_bf16=False, sample_autocast_bf16=False, **batching)
+    bf16 = HFBackend.from_model(model, autocast_bf16=True, sample_autocast_bf16=True, **batching)
 
     prompts = make_prompts(tok, args.prompts)
     cfg = SamplingConfig(n_per_record=1, temperature=1.0, top_p=0.95, max_new_tokens=args.new_tokens, seed=0,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +12,8 @@ from leakaudit.errors import ConfigError
 from leakaudit.signals import SamplingConfig, make_backend
 from leakaudit.signals.hf_backend import HFBackend, length_batches, left_pad
 from leakaudit.signals.sampler import row_seed, sample_next, trim_completion
+
+FP32 = MappingProxyType({"autocast_bf16": False, "sample_autocast_bf16": False})  # exact fp32 scoring and sampling
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +29,7 @@ def peaked_model(tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def backend(peaked_model):
-    return HFBackend.from_model(peaked_model, autocast_bf16=False, score_batch_size=4)
+    return HFBackend.from_model(peaked_model, **FP32, score_batch_size=4)
 
 
 def _inputs(seed=0, n=7):
@@ -43,7 +47,7 @@ def _full_logsoftmax(model, ids):
 def test_batched_scores_equal_one_by_one(backend):
     prefixes, conts = _inputs()
     batched = backend.score(prefixes, conts, vocab_stats=True)
-    single = HFBackend.from_model(backend.model, autocast_bf16=False, score_batch_size=1)
+    single = HFBackend.from_model(backend.model, **FP32, score_batch_size=1)
     for p, c, b in zip(prefixes, conts, batched):
         (one,) = single.score([p], [c], vocab_stats=True)
         assert b.logp.dtype == np.float32 and b.logp.shape == (len(c),)
@@ -75,7 +79,7 @@ def test_padding_and_batch_composition_do_not_change_scores(backend):
         np.testing.assert_allclose(s.logp, alone.logp, atol=1e-5)
         np.testing.assert_allclose(s.mu, alone.mu, atol=1e-5)
         np.testing.assert_allclose(s.sigma, alone.sigma, atol=1e-5)
-    tight = HFBackend.from_model(backend.model, autocast_bf16=False, max_batch_tokens=8, head_chunk=3)
+    tight = HFBackend.from_model(backend.model, **FP32, max_batch_tokens=8, head_chunk=3)
     np.testing.assert_allclose(tight.score([prefix], [cont])[0].logp, alone.logp, atol=1e-5)
 
 
@@ -118,10 +122,10 @@ def test_sampling_reproducible_and_batch_invariant(backend):
 def test_sampling_stops_at_eos_and_keeps_it(peaked_model):
     prompts = [[1, 5, 9, 200], [1, 77]]
     cfg = SamplingConfig(n_per_record=2, max_new_tokens=8, seed=3)
-    free = HFBackend.from_model(peaked_model, autocast_bf16=False, eos_token_ids=[0]).sample(prompts, cfg)
+    free = HFBackend.from_model(peaked_model, **FP32, eos_token_ids=[0]).sample(prompts, cfg)
     assert all(len(t) == 8 for per in free for t in per)
     eos = free[0][0][3]  # a token that row (0, 0) emits at step 3: make it the EOS
-    stopped = HFBackend.from_model(peaked_model, autocast_bf16=False, eos_token_ids=[eos]).sample(prompts, cfg)
+    stopped = HFBackend.from_model(peaked_model, **FP32, eos_token_ids=[eos]).sample(prompts, cfg)
     for per_free, per_stop in zip(free, stopped):
         for f, s in zip(per_free, per_stop):
             assert s == trim_completion(f, [eos])
@@ -130,9 +134,11 @@ def test_sampling_stops_at_eos_and_keeps_it(peaked_model):
 
 def test_bf16_autocast_scores_close_to_fp32(backend):
     prefixes, conts = _inputs(seed=3, n=3)
-    bf = HFBackend.from_model(backend.model, autocast_bf16=True)
+    bf = HFBackend.from_model(backend.model, autocast_bf16=True, sample_autocast_bf16=True)
     for a, b in zip(backend.score(prefixes, conts), bf.score(prefixes, conts)):
         assert np.max(np.abs(a.logp - b.logp)) < 0.5
+    prompts, cfg = prefixes[:2], SamplingConfig(n_per_record=2, max_new_tokens=4, seed=5, batch_size=4)
+    assert bf.sample(prompts, cfg) == bf.sample(prompts, cfg)  # bf16 sampling: deterministic per batch size
 
 
 def test_sample_next_inverse_cdf_and_top_p():

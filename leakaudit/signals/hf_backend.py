@@ -6,7 +6,8 @@ positions that predict a continuation token through the output head, in float32 
 
 Sampling calls `model.generate` with a `SeededSampler` (sampler.py): trajectory j of a prompt depends only on
 (cfg.seed, prompt ids, j), not on batch size or order, up to float noise (a flip needs the row's uniform draw
-within ~1e-6 of a CDF boundary; under bf16 autocast the logits move more, so do not compare bf16 and fp32 runs).
+within ~1e-6 of a CDF boundary). Under bf16 autocast (the default for sampling on bf16-native hardware) the
+logits move more with batch shape, so the guarantee there is: same seed, inputs and batch_size -> same tokens.
 """
 
 from __future__ import annotations
@@ -29,12 +30,15 @@ class HFOptions:
 
     device: str = "cpu"
     """torch device string ('cpu', 'cuda', 'cuda:1')."""
-    autocast_bf16: bool | None = None
-    """Run the decoder body under bf16 autocast; the output head and log-softmax stay float32. None (default)
-    turns it on where bf16 matmuls are native (CUDA with bf16, CPUs with avx512_bf16/AMX through oneDNN) and
-    off elsewhere. On smollm2-135m (bench/bench_signals.py) bf16 scoring is ~2.7x faster than fp32 on an
-    avx512_bf16 CPU, per-token log-prob error vs fp32 max ~0.05, mean ~0.007 nats (bench/results/signals.json);
-    set False for exact fp32."""
+    autocast_bf16: bool = False
+    """Score with the decoder body under bf16 autocast (the output head and log-softmax stay float32).
+    Off by default: on smollm2-135m (bench/results/signals.json, 1 CPU thread with avx512_bf16) it is 2.2x
+    faster than fp32 but moves per-token log-probs by mean 0.016 / max 0.18 nats and Min-K%++'s mu by up to
+    0.25, noise of the size of the membership gaps the attacks look for; turn on for quick looks."""
+    sample_autocast_bf16: bool | None = None
+    """Sample under bf16 autocast. None (default): on where bf16 matmuls are native (CUDA with bf16; CPUs with
+    avx512_bf16/AMX via oneDNN), where it is ~1.9x faster; the samples come from a slightly perturbed model,
+    which does not bias the attacks because every model scores them in fp32."""
     score_batch_size: int = 16
     """Most sequences per scoring forward (>= 1)."""
     max_batch_tokens: int = 4096
@@ -135,7 +139,8 @@ class HFBackend:
         self.model = model
         self.options = opts
         self.device = torch.device(opts.device)
-        self.autocast_bf16 = bf16_is_native(self.device) if opts.autocast_bf16 is None else bool(opts.autocast_bf16)
+        self.sample_bf16 = (bf16_is_native(self.device) if opts.sample_autocast_bf16 is None
+                            else bool(opts.sample_autocast_bf16))
         gen = getattr(model, "generation_config", None)
         eos = list(opts.eos_token_ids) if opts.eos_token_ids is not None else (
             _as_list(getattr(gen, "eos_token_id", None)) or _as_list(model.config.eos_token_id))
@@ -150,9 +155,8 @@ class HFBackend:
         self._head = model.get_output_embeddings()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
 
-    def _autocast(self) -> Any:
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16,
-                              enabled=self.autocast_bf16)
+    def _autocast(self, enabled: bool) -> Any:
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
     # ---------------------------------------------------------------- scoring
     def score(self, prefixes: list[list[int]], continuations: list[list[int]], *,
@@ -190,7 +194,7 @@ class HFBackend:
             sizes.append(len(s) - m)
         rows_t, cols_t = torch.cat(rows), torch.cat(cols)
         with torch.inference_mode():
-            with self._autocast():
+            with self._autocast(self.options.autocast_bf16):
                 hidden = self._decoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                        position_ids=pos.to(self.device), use_cache=False).last_hidden_state
             sel = hidden[rows_t.to(self.device), cols_t.to(self.device)].float()  # [N, H]
@@ -224,7 +228,7 @@ class HFBackend:
             seqs = [prompts[i] for i, _ in rows]
             ids, mask, _ = left_pad(seqs, self.pad_token_id)
             sampler = SeededSampler([row_seed(cfg.seed, prompts[i], j) for i, j in rows], cfg.temperature, cfg.top_p)
-            with torch.inference_mode(), self._autocast():
+            with torch.inference_mode(), self._autocast(self.sample_bf16):
                 generated = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                                 generation_config=gen_cfg,
                                                 logits_processor=LogitsProcessorList([sampler]))
