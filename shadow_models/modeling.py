@@ -49,6 +49,18 @@ def load_frozen(ref: str, device: torch.device) -> Any:
     return model
 
 
+@contextlib.contextmanager
+def teacher_view(teacher: Any | None, student: Any) -> Any:
+    """The model that scores as teacher: `teacher`, or, when None (LoRA self-distillation), the student's own
+    frozen base with its adapter switched off — the exact base weights without a second copy in memory
+    (as TRL's SDFT does for PEFT students)."""
+    if teacher is not None:
+        yield teacher
+        return
+    with student.disable_adapter():
+        yield student
+
+
 def check_same_vocab(student: Any, teacher: Any, tokenizer: Any, teacher_ref: str) -> None:
     """The teacher must score the student's token ids: same vocabulary size as the student and tokenizer."""
     s = student.get_output_embeddings().weight.shape[0]

@@ -35,7 +35,8 @@ from shadow_models.batching import completion_logits, right_pad
 from shadow_models.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
 from shadow_models.config import OPDConfig
 from shadow_models.losses import masked_mean, per_token_loss, sampled_logps
-from shadow_models.modeling import autocast, check_same_vocab, load_frozen, load_trainable, save_student
+from shadow_models.modeling import (autocast, check_same_vocab, load_frozen, load_trainable, save_student,
+                                    teacher_view)
 from shadow_models.plan import Step, plan_steps, step_seed
 from shadow_models.provenance import library_versions
 from shadow_models.rollout import eos_token_ids, sample_completions
@@ -86,9 +87,12 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     tokenizer = load_tokenizer(base_model)
     student = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
                              lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules)
-    teacher_ref = teacher_model if teacher_model is not None else base_model
-    teacher = load_frozen(teacher_ref, device)
-    check_same_vocab(student, teacher, tokenizer, teacher_ref)
+    if teacher_model is None and config.lora_rank > 0:
+        teacher = None  # self-distillation with LoRA: the base under the student's disabled adapter
+    else:
+        teacher_ref = teacher_model if teacher_model is not None else base_model
+        teacher = load_frozen(teacher_ref, device)
+        check_same_vocab(student, teacher, tokenizer, teacher_ref)
     eos_ids = eos_token_ids(tokenizer, student)
     pad_id = int(tokenizer.pad_token_id)
 
@@ -144,7 +148,7 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
 
 
 def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accelerator: Any, student: Any,
-                teacher: Any, tokenizer: Any, optimizer: Any, scheduler: Any, *, amp: Any, eos_ids: list[int],
+                teacher: Any | None, tokenizer: Any, optimizer: Any, scheduler: Any, *, amp: Any, eos_ids: list[int],
                 pad_id: int) -> dict:
     """Sample, score with the teacher, update the student once; returns the ledger entry."""
     t0 = time.time()
@@ -162,8 +166,8 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
         comp_ids, comp_mask = right_pad(completions, pad_id, accelerator.device)
         with amp:
             s_logits = completion_logits(student, s_prompts, comp_ids, comp_mask, pad_id)
-        with torch.no_grad(), amp:
-            t_logits = completion_logits(teacher, t_prompts, comp_ids, comp_mask, pad_id)
+        with torch.no_grad(), amp, teacher_view(teacher, accelerator.unwrap_model(student)) as scorer:
+            t_logits = completion_logits(scorer, t_prompts, comp_ids, comp_mask, pad_id)
         tok_loss = per_token_loss(s_logits, t_logits, comp_ids, loss=config.loss, beta=config.beta,
                                   topk=config.topk)
         loss = masked_mean(tok_loss, comp_mask)

@@ -253,6 +253,11 @@ def test_lora_student_saves_adapter_that_load_model_loads(trained, tiny_model_di
     sd_m, sd_b = merged.state_dict(), base.state_dict()
     changed = [k for k in sd_b if not torch.equal(sd_m[k], sd_b[k])]
     assert changed and all("q_proj" in k or "v_proj" in k for k in changed)
+    # self-distillation scores with the base under the disabled adapter: same numbers as a separate base copy
+    copy = train_student(tiny_model_dir, records, root / "lora_copy", cfg, teacher_model=tiny_model_dir,
+                         progress=False)
+    assert _ledger(copy)[0]["teacher_kl"] == pytest.approx(_ledger(out)[0]["teacher_kl"], abs=1e-4)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(_weights(copy).values(), _weights(out).values()))
 
 
 def test_teacher_prep_then_distil_from_it(trained, tiny_model_dir, sample_records):
