@@ -89,8 +89,8 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
                     "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
                     "loadavg_before": load_before, "loadavg_after": load_after,
-                    "note": ("CPU may be shared with other jobs: compare loadavg with cpu_count; a concurrent multi-threaded "
-                             "torch job made steps 5-10x slower in one run (OpenMP oversubscription)")},
+                    "note": ("CPU may be shared with other jobs: compare loadavg with cpu_count; a concurrent "
+                             "multi-threaded torch job made steps 5-10x slower in one run (OpenMP oversubscription)")},
         "versions": library_versions(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     out = Path(args.out)
