@@ -11,35 +11,7 @@ from typing import Any, Sequence
 
 import torch
 
-
-def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
-             ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token lists -> (ids [B, L], attention mask [B, L])."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if len(s):
-            ids[i, width - len(s):] = torch.tensor(list(s), dtype=torch.long)
-            mask[i, width - len(s):] = 1
-    return ids.to(device), mask.to(device)
-
-
-def right_pad(seqs: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token lists -> (ids [B, L], mask [B, L]); mask is 1 on real tokens only."""
-    width = max(max(len(s) for s in seqs), 1)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.tensor(list(s), dtype=torch.long)
-        mask[i, :len(s)] = 1
-    return ids.to(device), mask.to(device)
-
-
-def position_ids(mask: torch.Tensor) -> torch.Tensor:
-    """Positions counted over real tokens only (0 for left padding)."""
-    return (mask.cumsum(-1) - 1).clamp_min(0)
+from leakaudit.padding import left_pad, position_ids, right_pad  # noqa: F401  (re-exported)
 
 
 def truncate_at_eos(tokens: Sequence[int], eos_ids: Sequence[int]) -> list[int]:

@@ -10,7 +10,8 @@ import torch
 
 from leakaudit.errors import ConfigError
 from leakaudit.signals import SamplingConfig, make_backend
-from leakaudit.signals.hf_backend import HFBackend, length_batches, left_pad
+from leakaudit.padding import left_pad, position_ids
+from leakaudit.signals.hf_backend import HFBackend, length_batches
 from leakaudit.signals.sampler import row_seed, sample_next, trim_completion
 
 FP32 = MappingProxyType({"autocast_bf16": False, "sample_autocast_bf16": False})  # exact fp32 scoring and sampling
@@ -168,7 +169,8 @@ def test_helpers():
     assert trim_completion([4, 5, 2, 2, 2], [2]) == [4, 5, 2]
     assert trim_completion([4, 5], [2]) == [4, 5]
     assert row_seed(0, [1, 2], 0) == row_seed(0, [1, 2], 0) != row_seed(0, [1, 2], 1) != row_seed(1, [1, 2], 1)
-    ids, mask, pos = left_pad([[7, 8, 9], [5]], pad_id=0)
+    ids, mask = left_pad([[7, 8, 9], [5]], pad_id=0)
+    pos = position_ids(mask)
     assert ids.tolist() == [[7, 8, 9], [0, 0, 5]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
     assert pos.tolist() == [[0, 1, 2], [0, 0, 0]]
     batches = length_batches([3, 10, 5, 10, 1], max_rows=2, max_tokens=15)

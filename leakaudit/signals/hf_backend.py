@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from leakaudit.errors import ConfigError
+from leakaudit.padding import left_pad, position_ids
 from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
 from leakaudit.signals.logprobs import head_logprobs
 from leakaudit.signals.sampler import SeededSampler, row_seed, trim_completion
@@ -96,20 +97,6 @@ def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int) -> li
     return batches
 
 
-def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Left-pad to the longest row. Returns input_ids, attention_mask, position_ids, each int64 [B, L];
-    position ids count real tokens only (0 at each row's first token, 0 on padding)."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for r, s in enumerate(seqs):
-        if len(s):
-            ids[r, width - len(s):] = torch.as_tensor(list(s), dtype=torch.long)
-            mask[r, width - len(s):] = 1
-    pos = (mask.cumsum(-1) - 1).clamp_(min=0)
-    return ids, mask, pos
-
-
 class HFBackend:
     """A transformers causal LM behind the Backend protocol.
 
@@ -182,7 +169,8 @@ class HFBackend:
 
     def _score_batch(self, seqs: list[list[int]], prefix_lens: list[int], vocab_stats: bool) -> list[TokenScores]:
         """seqs: B full sequences (prefix + continuation); prefix_lens: [B]. One forward of [B, L]."""
-        ids, mask, pos = left_pad(seqs, self.pad_token_id)
+        ids, mask = left_pad(seqs, self.pad_token_id)
+        pos = position_ids(mask)
         width = ids.shape[1]
         rows, cols, sizes = [], [], []
         for r, (s, m) in enumerate(zip(seqs, prefix_lens)):
@@ -226,7 +214,7 @@ class HFBackend:
         for batch in length_batches(lengths, cfg.batch_size, max_tokens=1 << 62):
             rows = [jobs[b] for b in batch]
             seqs = [prompts[i] for i, _ in rows]
-            ids, mask, _ = left_pad(seqs, self.pad_token_id)
+            ids, mask = left_pad(seqs, self.pad_token_id)
             sampler = SeededSampler([row_seed(cfg.seed, prompts[i], j) for i, j in rows], cfg.temperature, cfg.top_p)
             with torch.inference_mode(), self._autocast(self.sample_bf16):
                 generated = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
