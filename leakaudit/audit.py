@@ -24,9 +24,9 @@ import pandas as pd
 from attacks import AttackInputs, get_attack, run_attack
 from leakaudit.config import load_config
 from leakaudit.data.records import Record, read_jsonl, write_jsonl
-from leakaudit.errors import ConfigError, InputError
+from leakaudit.errors import InputError
 from leakaudit.io import atomic_path, is_done, mark_done, write_json
-from leakaudit.membership import MembershipPlan, disjoint_plan
+from leakaudit.membership import disjoint_plan
 from leakaudit.rundir import RunDir
 from leakaudit.scoring import attack_specs
 from leakaudit.study import stage_seed

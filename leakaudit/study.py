@@ -8,14 +8,11 @@ change. A run directory holding a different config is refused rather than silent
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from leakaudit.config import StudyConfig, dump_config

@@ -7,7 +7,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from leakaudit.errors import InputError
 from leakaudit.io import atomic_path
@@ -96,25 +96,36 @@ def check_token_budget(records: Sequence[Record], tokenizer: Any, max_tokens: in
                                  record_id=r.record_id, field=name)
 
 
-def read_jsonl(path: str | os.PathLike) -> list[Record]:
-    """Read and validate records; errors name the file, the 1-based line and the field."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file", path=str(path))
+def decode_utf8(path: Path) -> str:
+    """The file's text, or InputError naming the line holding the first byte that is not UTF-8."""
     raw = path.read_bytes()
-    records: list[Record] = []
-    for lineno, line_bytes in enumerate(raw.split(b"\n"), start=1):
-        try:
-            line = line_bytes.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", path=str(path), line=lineno) from e
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", path=str(path), line=line) from e
+
+
+def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line."""
+    for number, line in enumerate(decode_utf8(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", path=str(path), line=lineno) from e
-        records.append(validate_record_dict(obj, path=str(path), line=lineno))
+            raise InputError(f"invalid JSON: {e.msg}", path=str(path), line=number) from e
+        if not isinstance(obj, dict):
+            raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=str(path), line=number)
+        yield number, obj
+
+
+def read_jsonl(path: str | os.PathLike) -> list[Record]:
+    """Read and validate records; errors name the file, the 1-based line and the field."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such file", path=str(path))
+    records = [validate_record_dict(obj, path=str(path), line=lineno) for lineno, obj in jsonl_rows(path)]
     if not records:
         raise InputError("contains no records", path=str(path))
     check_unique(records, path=str(path))

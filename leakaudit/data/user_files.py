@@ -16,36 +16,12 @@ from typing import Any, Iterator, Mapping
 
 import pandas as pd
 
-from leakaudit.data.records import Record, validate_record_dict
+from leakaudit.data.records import Record, decode_utf8, jsonl_rows, validate_record_dict
 from leakaudit.data.registry import register_source
 from leakaudit.errors import ConfigError, InputError
 
 RECORD_FIELDS = ("record_id", "domain", "prompt", "privileged", "answer", "source", "meta")
 REQUIRED = ("prompt", "privileged")
-
-
-def decode_utf8(path: Path) -> str:
-    """The file's text, or InputError naming the line holding the first byte that is not UTF-8."""
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise InputError(f"not valid UTF-8 ({e.reason} at byte {e.start})", path=str(path), line=line) from e
-
-
-def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each non-blank line."""
-    for number, line in enumerate(decode_utf8(path).split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", path=str(path), line=number) from e
-        if not isinstance(obj, dict):
-            raise InputError(f"expected a JSON object, got {type(obj).__name__}", path=str(path), line=number)
-        yield number, obj
 
 
 def table_rows(frame: pd.DataFrame, first_line: int) -> Iterator[tuple[int, dict[str, Any]]]:
