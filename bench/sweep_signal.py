@@ -25,7 +25,11 @@ from leakaudit.config import load_config
 from leakaudit.study import Study
 
 # name -> overrides on top of the preset. One factor at a time from the default study's settings.
+CODE_ONLY = "data.domains={code: {source: humaneval}}"
 POINTS: dict[str, list[str]] = {
+    "code_prepared_e30": [CODE_ONLY, "teacher.kind=prepared", "training.epochs=30"],
+    "code_prepared_e30_full_rkl": [CODE_ONLY, "teacher.kind=prepared", "training.epochs=30", "training.loss=full_rkl"],
+    "code_self_e30": [CODE_ONLY, "teacher.kind=self", "training.epochs=30"],
     "teacher_self": ["teacher.kind=self"],
     "teacher_prepared": ["teacher.kind=prepared"],
     "prepared_epochs_x2": ["teacher.kind=prepared", "training.epochs=24"],

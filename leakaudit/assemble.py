@@ -47,12 +47,21 @@ def target_views(plan: MembershipPlan) -> list[TargetView]:
     return views
 
 
-def fresh_scorers(plan: MembershipPlan, target: str) -> list[str]:
-    """Models whose log-probs of `target`'s fresh trajectories are needed: the target, the base and every
-    other student of its domain (each record later picks its k OUT references among them)."""
-    domain = plan.models[target]["domain"]
-    others = [m for m in plan.models_of(domain, "student") if m != target]
-    return [target, BASE_ID, *others]
+def excluded_references(view: TargetView) -> tuple[str, ...]:
+    """A null target must not use the student whose labels it borrows as a reference."""
+    return (view.label_source,) if view.null_check else ()
+
+
+def fresh_scorers(plan: MembershipPlan, view: TargetView, k_refs: int) -> dict[str, list[str] | None]:
+    """Which models must score the target's fresh trajectories, and on which records (None = all of them):
+    the target and the base on every candidate; each other student only on the records for which it is one of
+    the k matched OUT references (the same seeded choice `build_inputs` makes)."""
+    target, domain = view.target, view.domain
+    needs: dict[str, list[str] | None] = {target: None, BASE_ID: None}
+    for rid in plan.candidates[domain]:
+        for m in plan.references_for(target, rid, member=False, k=k_refs, exclude=excluded_references(view)):
+            needs.setdefault(m, []).append(rid)
+    return needs
 
 
 def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict[str, Record], *,
@@ -62,17 +71,17 @@ def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict
     cand = plan.candidates[domain]
     pop = plan.population[domain]
     labels_map = plan.labels(view.label_source)
-    students = [m for m in plan.models_of(domain, "student") if m != target]
+    students = [m for m in plan.models_of(domain, "student") if m != target and m not in excluded_references(view)]
 
     trajs = load_trajectories(fresh_dir(target))
-    fresh_lp = {m: load_logp(fresh_dir(target), m) for m in fresh_scorers(plan, target)}
+    fresh_lp = {m: load_logp(fresh_dir(target), m) for m in fresh_scorers(plan, view, k_refs)}
     fixed = {m: load_fixed(fixed_path(m)) for m in [target, BASE_ID, *students]}
 
     fresh_target, fresh_refs, fresh_base = [], [], []
     fixed_target, fixed_mu, fixed_sigma, fixed_base, fixed_refs, fixed_in = [], [], [], [], [], []
     for rid in cand:
-        outs = plan.references_for(target, rid, member=False, k=k_refs)
-        ins = plan.references_for(target, rid, member=True, k=k_refs)
+        outs = plan.references_for(target, rid, member=False, k=k_refs, exclude=excluded_references(view))
+        ins = plan.references_for(target, rid, member=True, k=k_refs, exclude=excluded_references(view))
         n_traj = len(trajs[rid])
         fresh_target.append([fresh_lp[target][rid][j] for j in range(n_traj)])
         fresh_base.append([fresh_lp[BASE_ID][rid][j] for j in range(n_traj)])

@@ -73,16 +73,20 @@ class MembershipPlan:
         t = self.table[(self.table.model_id == model_id) & self.table.record_id.isin(self.candidates[domain])]
         return dict(zip(t.record_id, t.is_member.astype(bool)))
 
-    def references_for(self, target: str, record_id: str, *, member: bool, k: int) -> list[str]:
-        """Exactly `k` students of the target's domain (never the target, never a null student) whose
-        membership of `record_id` equals `member`, chosen by a seeded draw keyed on (seed, target, record).
+    def references_for(self, target: str, record_id: str, *, member: bool, k: int,
+                       exclude: Sequence[str] = ()) -> list[str]:
+        """Exactly `k` students of the target's domain (never the target, never a null student, never one in
+        `exclude`) whose membership of `record_id` equals `member`, chosen by a seeded draw keyed on
+        (seed, target, record).
 
         The count is fixed so that the number of references can never reveal the record's membership in the
         target (with a balanced matrix the target's own membership changes how many OUT students exist).
+        A null target borrows another student's labels; that student goes in `exclude`, or which references
+        are IN or OUT would carry its labels into the null check.
         """
         domain = self.models[target]["domain"]
         pool = [m for m in self.models_of(domain, "student") + self.models_of(domain, "reference")
-                if m != target]
+                if m != target and m not in exclude]
         t = self.table
         rows = t[(t.record_id == record_id) & t.model_id.isin(pool) & (t.is_member == member)]
         eligible = sorted(rows.model_id.tolist())

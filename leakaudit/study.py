@@ -222,10 +222,11 @@ class Study:
             with self._backend(v.target) as backend:
                 sample_fresh(backend, self.tokenizer, cands, SamplingConfig(**sampling), self.run.fresh(v.target))
         # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
-        needs: dict[str, list[str]] = {}
+        k = self.cfg.plan.k_refs
+        needs: dict[str, list[tuple[str, list[str] | None]]] = {}
         for v in pending:
-            for m in fresh_scorers(plan, v.target):
-                needs.setdefault(m, []).append(v.target)
+            for m, record_ids in fresh_scorers(plan, v, k).items():
+                needs.setdefault(m, []).append((v.target, record_ids))
         all_models = [BASE_ID, *plan.models]
         for m in tqdm(all_models, desc="score", disable=not self.progress):
             fixed_missing = not self.run.fixed(m).is_file()
@@ -236,10 +237,10 @@ class Study:
                     domains = sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]
                     recs = [records[r] for d in domains for r in plan.candidates[d] + plan.population[d]]
                     score_fixed(backend, self.tokenizer, recs, self.run.fixed(m), vocab_stats=True)
-                for target in needs.get(m, []):
-                    score_fresh(backend, m, self.run.fresh(target))
+                for target, record_ids in needs.get(m, []):
+                    score_fresh(backend, m, self.run.fresh(target), record_ids=record_ids)
         for v in pending:
-            mark_done(self.run.fresh(v.target), {"scored_by": fresh_scorers(plan, v.target)})
+            mark_done(self.run.fresh(v.target), {"scored_by": fresh_scorers(plan, v, k)})
 
     def _backend(self, model_id: str):
         from leakaudit.signals.backend import make_backend

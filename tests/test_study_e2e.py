@@ -106,3 +106,41 @@ def test_crash_in_training_loses_only_that_stage(tmp_path, tiny_model_dir, monke
     monkeypatch.setattr(shadow_models, "train_student", real)
     Study(cfg, progress=False, log=lambda m: None).run_all()
     assert (root / "report.html").is_file()
+
+
+def test_references_score_only_their_matched_records(finished_run):
+    """A reference student scores a target's fresh trajectories only on records it is matched to (OUT)."""
+    import numpy as np
+
+    from leakaudit.assemble import fresh_scorers, target_views
+    from leakaudit.membership import MembershipPlan
+    from leakaudit.signals.store import load_logp
+
+    cfg, root = finished_run
+    plan = MembershipPlan.load(root)
+    target = "math-s0"
+    views = {v.target: v for v in target_views(plan)}
+    needs = fresh_scorers(plan, views[target], cfg.plan.k_refs)
+    assert needs[target] is None and needs["base"] is None
+    for m, rids in needs.items():
+        if rids is None:
+            continue
+        assert not any(plan.is_member(m, r) for r in rids)
+        lp = load_logp(root / "signals" / "fresh" / target, m)
+        for rid, rows in lp.items():
+            scored = all(np.isfinite(r).all() for r in rows)
+            assert scored == (rid in rids), (m, rid)
+    # every candidate has exactly k matched references
+    per_record = {r: sum(r in (ids or []) for ids in needs.values()) for r in plan.candidates["math"]}
+    assert set(per_record.values()) == {cfg.plan.k_refs}
+
+
+def test_null_target_never_uses_its_label_source_as_reference(finished_run):
+    from leakaudit.assemble import excluded_references, fresh_scorers, target_views
+    from leakaudit.membership import MembershipPlan
+
+    cfg, root = finished_run
+    plan = MembershipPlan.load(root)
+    null = next(v for v in target_views(plan) if v.null_check)
+    assert null.label_source == "math-s0" and excluded_references(null) == ("math-s0",)
+    assert "math-s0" not in fresh_scorers(plan, null, cfg.plan.k_refs)

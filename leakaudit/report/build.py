@@ -163,10 +163,15 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(H.section("Candidates", '<p class="note">No membership labels: ranking only.</p>',
                               H.table(candidate_table(run.scores).head(50)), anchor="candidates"))
     if not nulls.empty:
-        ok = bool(nulls["straddles_0.5"].all())
-        verdict = (f'<p class="{"pass" if ok else "fail"}">Null check {"passed" if ok else "FAILED"}: '
-                   f'{int(nulls["straddles_0.5"].sum())} of {len(nulls)} attacks have a null-target AUROC CI '
-                   'containing 0.5.</p>')
+        # The verdict is on Leaky, the attack under test; with many attacks at 95% coverage about 5% of the
+        # others are expected to exclude 0.5 by chance alone, so their count is reported against that.
+        leaky_rows = nulls[nulls["label"] == "leaky"] if "label" in nulls else nulls.iloc[:0]
+        ok = bool(leaky_rows["straddles_0.5"].all()) if len(leaky_rows) else bool(nulls["straddles_0.5"].all())
+        n_out = int((~nulls["straddles_0.5"].astype(bool)).sum())
+        verdict = (f'<p class="{"pass" if ok else "fail"}">Null check {"passed" if ok else "FAILED"}: Leaky\'s '
+                   f'null-target AUROC CI {"contains" if ok else "excludes"} 0.5. Across all {len(nulls)} attacks, '
+                   f'{n_out} CI(s) exclude 0.5 (about {0.05 * len(nulls):.1f} expected by chance at 95% '
+                   'coverage).</p>')
         secs.append(H.section("Null check", verdict, H.table(nulls), plot("null_check", "null check"),
                               anchor="null"))
     if not negatives.empty:

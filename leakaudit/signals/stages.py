@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from leakaudit.data.records import Record, check_unique
 from leakaudit.errors import ConfigError
@@ -45,20 +45,27 @@ def sample_fresh(backend: Backend, tokenizer: Any, records: Sequence[Record], cf
     return sum(len(per) for per in trajs)
 
 
-def score_fresh(backend: Backend, model_id: str, out_dir: str | os.PathLike) -> int:
-    """Score every stored trajectory under `backend` as model `model_id` (prefix = the stored student prompt).
-    Returns the number of tokens scored (0 when logp__<model_id>.npz already exists)."""
+def score_fresh(backend: Backend, model_id: str, out_dir: str | os.PathLike, *,
+                record_ids: Collection[str] | None = None) -> int:
+    """Score the stored trajectories under `backend` as model `model_id` (prefix = the stored student prompt):
+    all of them, or only those of `record_ids` (the rest are stored as NaN). Returns the number of tokens
+    scored (0 when logp__<model_id>.npz already exists)."""
     if has_logp(out_dir, model_id):
         return 0
     trajs = load_trajectories(out_dir)
     prompts = load_prompts(out_dir)
+    if record_ids is not None:
+        unknown = set(record_ids) - set(trajs)
+        if unknown:
+            raise ValueError(f"no trajectories stored for records {sorted(unknown)[:3]}")
+        trajs = {rid: rows for rid, rows in trajs.items() if rid in set(record_ids)}
     keys, prefixes, conts = [], [], []
     for rid, rows in trajs.items():
         for row in rows:
             keys.append(rid)
             prefixes.append(prompts[rid].tolist())
             conts.append(row.tolist())
-    scores = backend.score(prefixes, conts)
+    scores = backend.score(prefixes, conts) if conts else []
     logp: dict[str, list] = {}
     for rid, s in zip(keys, scores):
         logp.setdefault(rid, []).append(s.logp)

@@ -152,14 +152,17 @@ def load_prompts(directory: str | os.PathLike) -> dict[str, np.ndarray]:
 def save_logp(directory: str | os.PathLike, model_id: str, logp: Mapping[str, Sequence[np.ndarray]]) -> None:
     """Store per-token log-probs of the stored trajectories under `model_id`.
 
-    logp: record_id -> n float arrays, same keys and lengths as load_trajectories(directory).
+    logp: record_id -> n float arrays, same lengths as load_trajectories(directory). Records left out were not
+    scored by this model (the pipeline scores a reference only on the records it is matched to); their
+    entries are stored as NaN, so reading them by mistake cannot pass for a real log-prob.
     """
     z = _trajectory_rows(directory)
     flat = np.empty(len(z["tokens"]), dtype=np.float32)
     seen: dict[str, int] = {}
     for rid, j, a, b in zip(z["record_id"].tolist(), z["traj_index"].tolist(), z["offsets"][:-1], z["offsets"][1:]):
         if rid not in logp:
-            raise ValueError(f"no log-probs for record {rid}")
+            flat[a:b] = np.nan
+            continue
         rows = logp[rid]
         if j >= len(rows) or len(rows[j]) != b - a:
             raise ValueError(f"record {rid} trajectory {j}: expected {b - a} log-probs")
