@@ -29,7 +29,8 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_training.py
+	$(BIN)/python bench/bench_signals.py --threads 1
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
