@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+import click
 import typer
 
 from leakaudit.errors import LeakauditError
@@ -238,13 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except typer.Exit as e:
         return e.exit_code
-    except Exception as e:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return e.exit_code
-        raise
+    except click.exceptions.ClickException as e:  # usage errors carry their own exit code (2)
+        e.show()
+        return e.exit_code
     return 0
 
 
