@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import torch
 
-from leakaudit.padding import left_pad, position_ids, right_pad  # noqa: F401  (re-exported)
+from leakaudit.padding import left_pad, position_ids
 
 
 def truncate_at_eos(tokens: Sequence[int], eos_ids: Sequence[int]) -> list[int]:

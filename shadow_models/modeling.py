@@ -41,6 +41,24 @@ def load_trainable(ref: str, device: torch.device, *, lora_rank: int, lora_alpha
     return model
 
 
+def setup_training(base_model: str, config: Any) -> tuple[Any, torch.device, Any, Any, Any]:
+    """The start both trainers share: an Accelerator, seeds, the autocast context, the tokenizer and the trainable
+    model (LoRA-wrapped when config.lora_rank > 0). Returns (accelerator, device, amp, tokenizer, model)."""
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+
+    from leakaudit.models import load_tokenizer
+
+    accelerator = Accelerator()
+    set_seed(config.seed)
+    device = accelerator.device
+    amp = autocast(device, config.bf16_autocast)
+    tokenizer = load_tokenizer(base_model)
+    model = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
+                           lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules)
+    return accelerator, device, amp, tokenizer, model
+
+
 def load_frozen(ref: str, device: torch.device) -> Any:
     """A frozen fp32 model in eval mode (the teacher); forward passes run under no_grad/autocast by the caller."""
     model = load_model(ref, LoadOptions(dtype="float32", device=str(device)))

@@ -19,13 +19,13 @@ from accelerate.utils import gather_object
 from leakaudit.data.records import Record
 from leakaudit.errors import ConfigError
 from leakaudit.io import is_done, mark_done, staging_dir, write_json
-from leakaudit.models import load_tokenizer, resolve_model_ref
+from leakaudit.models import resolve_model_ref
 from leakaudit.prompting import reference_text_ids, teacher_prompt_ids
 
 from shadow_models import optim
-from shadow_models.batching import position_ids, right_pad
+from leakaudit.padding import position_ids, right_pad
 from shadow_models.config import TeacherPrepConfig
-from shadow_models.modeling import autocast, load_trainable, save_student
+from shadow_models.modeling import save_student, setup_training
 from shadow_models.plan import plan_steps
 from shadow_models.provenance import library_versions
 
@@ -51,9 +51,6 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
     """SFT `base_model` on `population_records` to copy the reference it is given; returns `out_dir`
     (at once if DONE exists). `forbidden_ids` (e.g. the audit's candidates) must not appear among the records.
     Output: weights (or LoRA adapter) + tokenizer, meta.json, ledger.jsonl, DONE last; usable as teacher_model."""
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
     out_dir = Path(out_dir)
     if is_done(out_dir):
         return out_dir
@@ -64,13 +61,7 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
         raise ConfigError(f"{len(leaked)} candidate record(s) among the teacher's population records, "
                           f"e.g. {sorted(leaked)[0]}")
     started = time.time()
-    accelerator = Accelerator()
-    set_seed(config.seed)
-    device = accelerator.device
-    amp = autocast(device, config.bf16_autocast)
-    tokenizer = load_tokenizer(base_model)
-    model = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
-                           lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules)
+    accelerator, device, amp, tokenizer, model = setup_training(base_model, config)
     steps = plan_steps(len(population_records), config.epochs, config.batch_size, config.seed)
     optimizer, scheduler = optim.build_optimizer(
         model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,

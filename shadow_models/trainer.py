@@ -27,16 +27,16 @@ from accelerate.utils import gather_object
 from leakaudit.data.records import Record
 from leakaudit.errors import ConfigError
 from leakaudit.io import is_done, mark_done, staging_dir, write_json
-from leakaudit.models import load_tokenizer, resolve_model_ref
+from leakaudit.models import resolve_model_ref
 from leakaudit.prompting import student_prompt_ids, teacher_prompt_ids
 
 from shadow_models import optim
-from shadow_models.batching import completion_logits, right_pad
+from leakaudit.padding import right_pad
+from shadow_models.batching import completion_logits
 from shadow_models.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
 from shadow_models.config import OPDConfig
 from shadow_models.losses import masked_mean, per_token_loss, sampled_logps
-from shadow_models.modeling import (autocast, check_same_vocab, load_frozen, load_trainable, save_student,
-                                    teacher_view)
+from shadow_models.modeling import check_same_vocab, load_frozen, save_student, setup_training, teacher_view
 from shadow_models.plan import Step, plan_steps, step_seed
 from shadow_models.provenance import library_versions
 from shadow_models.rollout import eos_token_ids, sample_completions
@@ -71,22 +71,12 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     Writes weights (or a LoRA adapter), meta.json, ledger.jsonl (one line per step) and DONE last, building in
     `<out_dir>.partial`; a crash leaves no `out_dir`, and with `config.save_checkpoints` the rerun resumes.
     """
-    from accelerate import Accelerator
-    from accelerate.utils import set_seed
-
     out_dir = Path(out_dir)
     if is_done(out_dir):
         return out_dir
     check_records(records)
     started = time.time()
-    accelerator = Accelerator()
-    set_seed(config.seed)
-    device = accelerator.device
-    amp = autocast(device, config.bf16_autocast)
-
-    tokenizer = load_tokenizer(base_model)
-    student = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
-                             lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules)
+    accelerator, device, amp, tokenizer, student = setup_training(base_model, config)
     if teacher_model is None and config.lora_rank > 0:
         teacher = None  # self-distillation with LoRA: the base under the student's disabled adapter
     else:

@@ -16,7 +16,8 @@ from leakaudit.errors import ConfigError
 from leakaudit.io import is_done
 from shadow_models import OPDConfig, TeacherPrepConfig, prepare_teacher, train_student
 from shadow_models import optim as sm_optim
-from shadow_models.batching import completion_logits, right_pad, truncate_at_eos
+from leakaudit.padding import right_pad
+from shadow_models.batching import completion_logits, truncate_at_eos
 from shadow_models.losses import masked_mean, per_token_loss
 from shadow_models.plan import plan_steps
 
