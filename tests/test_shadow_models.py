@@ -187,7 +187,7 @@ def test_done_student_is_skipped(trained, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("must not train again")
 
-    monkeypatch.setattr("shadow_models.trainer.load_trainable", boom)
+    monkeypatch.setattr("shadow_models.trainer.setup_training", boom)
     assert train_student("no-such-model", records, out, TINY, progress=False) == out
     assert ((out / "ledger.jsonl").stat().st_mtime_ns, (out / "DONE").stat().st_mtime_ns) == before
 
