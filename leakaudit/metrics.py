@@ -93,10 +93,47 @@ def auroc_ci(y: np.ndarray, s: np.ndarray, *, n_boot: int, seed: int, level: flo
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def roc_metrics(labels, scores, *, n_boot: int = 1000, seed: int = 0, alphas=DEFAULT_ALPHAS) -> dict:
-    """AUROC [95% CI], TPR at each α, class counts, NaN count and resolvability of each α."""
+def cluster_auroc_ci(y: np.ndarray, s: np.ndarray, clusters, *, n_boot: int, seed: int,
+                     level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the AUROC resampling CLUSTERS (records), not rows.
+
+    When scores are pooled over targets, each record contributes one row per target (a member of some, a
+    non-member of others) and those rows are correlated; resampling rows would treat them as independent and
+    give too narrow an interval. Each resample draws records with replacement and weights every row by how often
+    its record was drawn: AUROC_b = w_pos^T C w_neg / (Σw_pos Σw_neg), C[i, j] = 1[s_i > s_j] + ½·1[s_i = s_j].
+    Hand-written (scipy.stats.bootstrap resamples observations, not groups); vectorised over resamples.
+    """
+    if n_boot <= 0:
+        return float("nan"), float("nan")
+    codes, uniq = pd.factorize(pd.Series(clusters), sort=True)
+    rng = np.random.default_rng(seed)
+    counts = np.stack([np.bincount(rng.integers(0, len(uniq), len(uniq)), minlength=len(uniq))
+                       for _ in range(n_boot)]).astype(np.float64)           # [B, n_clusters]
+    w = counts[:, codes]                                                      # [B, rows]
+    pos, neg = s[y], s[~y]
+    comp = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])  # [P, N]
+    wp, wn = w[:, y], w[:, ~y]
+    num = np.einsum("bp,pn,bn->b", wp, comp, wn)
+    den = wp.sum(1) * wn.sum(1)
+    auc = num[den > 0] / den[den > 0]
+    if len(auc) < 2:
+        return float("nan"), float("nan")
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(auc, tail)), float(np.percentile(auc, 100 - tail))
+
+
+def roc_metrics(labels, scores, *, n_boot: int = 1000, seed: int = 0, alphas=DEFAULT_ALPHAS,
+                clusters=None) -> dict:
+    """AUROC [95% CI], TPR at each α, class counts, NaN count and resolvability of each α.
+
+    clusters: optional per-row group ids (record_id). When a record appears in several rows (scores pooled
+    over targets) the CI resamples records (`cluster_auroc_ci`); otherwise a stratified row bootstrap.
+    """
     y, s, n_nan = prepare(labels, scores)
-    lo, hi = auroc_ci(y, s, n_boot=n_boot, seed=seed)
+    if clusters is not None and pd.Series(clusters).duplicated().any():
+        lo, hi = cluster_auroc_ci(y, s, clusters, n_boot=n_boot, seed=seed)
+    else:
+        lo, hi = auroc_ci(y, s, n_boot=n_boot, seed=seed)
     fpr, tpr, _ = roc_curve(y, s, drop_intermediate=False)
     n_neg = int((~y).sum())
     out = {"auroc": float(roc_auc_score(y, s)), "auroc_lo": lo, "auroc_hi": hi,
@@ -176,7 +213,7 @@ def summarise(scores: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, alphas
 def _safe_metrics(g: pd.DataFrame, *, n_boot: int, seed: int, alphas) -> dict:
     try:
         return roc_metrics(g["is_member"].to_numpy(), g["score"].to_numpy(), n_boot=n_boot, seed=seed,
-                           alphas=alphas)
+                           alphas=alphas, clusters=g["record_id"].to_numpy())
     except SingleClassError:
         n_pos = int(g["is_member"].astype(bool).sum())
         out = {"auroc": np.nan, "auroc_lo": np.nan, "auroc_hi": np.nan, "n_pos": n_pos,

@@ -129,3 +129,23 @@ def test_headline_picks_best_baseline_per_family_and_domain():
                    ("all", "best fixed baseline"): "loss", ("all", "best blind baseline"): "blind_text"}
     first = h.iloc[0]
     assert first["AUROC [95% CI]"] == "0.900 [0.850, 0.950]" and first["TPR@1%"] == pytest.approx(0.09)
+
+
+def test_cluster_bootstrap_ignores_duplicated_rows_and_is_wider_than_row_bootstrap():
+    """Pooled over targets a record appears once per target: the CI must resample records, not rows."""
+    import numpy as np
+
+    from leakaudit.metrics import auroc_ci, cluster_auroc_ci, roc_metrics
+
+    rng = np.random.default_rng(0)
+    y = np.array([True] * 10 + [False] * 10)
+    s = rng.normal(size=20) + 0.8 * y
+    ids = np.array([f"r{i}" for i in range(20)])
+    single = cluster_auroc_ci(y, s, ids, n_boot=400, seed=3)
+    # the same 20 records repeated 4 times (identical rows): weights scale uniformly, so the CI is identical
+    y4, s4, ids4 = np.tile(y, 4), np.tile(s, 4), np.tile(ids, 4)
+    assert cluster_auroc_ci(y4, s4, ids4, n_boot=400, seed=3) == pytest.approx(single)
+    row_lo, row_hi = auroc_ci(y4, s4, n_boot=400, seed=3)
+    assert (row_hi - row_lo) < 0.7 * (single[1] - single[0])  # treating copies as independent is too narrow
+    m = roc_metrics(y4, s4, n_boot=400, seed=3, clusters=ids4)
+    assert m["auroc_lo"] == pytest.approx(single[0]) and m["auroc_lo"] <= m["auroc"] <= m["auroc_hi"]
