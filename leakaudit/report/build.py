@@ -157,7 +157,9 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(H.section("Headline", H.table(show), plot("auroc_bars", "AUROC per domain"),
                               '<p class="note">Best baseline = highest pooled AUROC within its family (fresh: same '
                               'trajectories as Leaky; fixed: fixed reference answer; blind: text only). CI: '
-                              f'95% stratified percentile bootstrap over records, {n_boot} resamples, seed {seed}.</p>',
+                              f'95% percentile bootstrap, {n_boot} resamples, seed {seed}: stratified over rows for '
+                              'one target; for rows pooled over targets, records are resampled as clusters (a '
+                              'record appears once per target).</p>',
                               anchor="headline"))
     else:
         secs.append(H.section("Candidates", '<p class="note">No membership labels: ranking only.</p>',

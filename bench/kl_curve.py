@@ -1,0 +1,84 @@
+"""One student, one domain: does OPD training move it toward its teacher, and does that help held-out records?
+
+Prepares a teacher on population records (or uses the frozen base with --teacher self), trains one student by
+OPD on `--members` records for `--epochs` epochs, then prints the teacher-KL curve per epoch (from the ledger)
+and the mean per-token log-likelihood of the reference text on held-out records under the base vs the student.
+
+    python bench/kl_curve.py --source champ --members 4 --epochs 30 --out runs/kl_math
+
+Records: a seeded shuffle of the source split into members / held-out / population (disjoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from leakaudit.data.sources import load_source
+from leakaudit.prompting import reference_text_ids, student_prompt_ids
+from leakaudit.signals.backend import make_backend
+from shadow_models import OPDConfig, train_student
+from shadow_models.teacher_prep import TeacherPrepConfig, prepare_teacher
+
+
+def mean_ref_logp(model_ref: str, tokenizer, records) -> float:
+    backend = make_backend("transformers", model_ref)
+    scores = backend.score([student_prompt_ids(tokenizer, r) for r in records],
+                           [reference_text_ids(tokenizer, r) for r in records])
+    return float(np.mean([s.logp.mean() for s in scores]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", default="champ")
+    ap.add_argument("--members", type=int, default=4)
+    ap.add_argument("--heldout", type=int, default=8)
+    ap.add_argument("--population", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--teacher", choices=("prepared", "self"), default="prepared")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--base-model", default="smollm2-135m")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from leakaudit.models import load_tokenizer
+
+    tok = load_tokenizer(args.base_model)
+    pool = [r for r in load_source(args.source, seed=args.seed)
+            if len(tok(r.privileged)["input_ids"]) <= 384]
+    order = np.random.default_rng(args.seed).permutation(len(pool))
+    pool = [pool[i] for i in order]
+    members = pool[:args.members]
+    heldout = pool[args.members:args.members + args.heldout]
+    population = pool[args.members + args.heldout:args.members + args.heldout + args.population]
+    teacher = None
+    if args.teacher == "prepared":
+        teacher = str(prepare_teacher(args.base_model, population, args.out / "teacher",
+                                      TeacherPrepConfig(seed=args.seed),
+                                      forbidden_ids=[r.record_id for r in members + heldout]))
+    cfg = OPDConfig(epochs=args.epochs, batch_size=args.members, learning_rate=1e-4,
+                    max_new_tokens=args.max_new_tokens, seed=args.seed)
+    student = train_student(args.base_model, members, args.out / "student", cfg, teacher_model=teacher)
+    ledger = [json.loads(line) for line in (student / "ledger.jsonl").read_text().splitlines()]
+    by_epoch: dict[int, list[float]] = {}
+    for row in ledger:
+        by_epoch.setdefault(row["epoch"], []).append(row["teacher_kl"])
+    curve = [round(float(np.mean(by_epoch[e])), 4) for e in sorted(by_epoch)]
+    result = {
+        "source": args.source, "teacher": args.teacher, "members": args.members, "epochs": args.epochs,
+        "teacher_kl_by_epoch": curve,
+        "heldout_ref_logp_base": round(mean_ref_logp(args.base_model, tok, heldout), 4),
+        "heldout_ref_logp_student": round(mean_ref_logp(str(student), tok, heldout), 4),
+        "member_ref_logp_base": round(mean_ref_logp(args.base_model, tok, members), 4),
+        "member_ref_logp_student": round(mean_ref_logp(str(student), tok, members), 4),
+    }
+    (args.out / "kl_curve.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
