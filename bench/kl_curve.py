@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--base-model", default="smollm2-135m")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--loss", default="sampled_rkl", help="sampled_rkl | full_rkl | jsd")
     args = ap.parse_args()
 
     from leakaudit.models import load_tokenizer
@@ -60,9 +62,10 @@ def main() -> None:
         teacher = str(prepare_teacher(args.base_model, population, args.out / "teacher",
                                       TeacherPrepConfig(seed=args.seed),
                                       forbidden_ids=[r.record_id for r in members + heldout]))
-    cfg = OPDConfig(epochs=args.epochs, batch_size=args.members, learning_rate=1e-4,
+    cfg = OPDConfig(epochs=args.epochs, batch_size=args.members, learning_rate=args.lr, loss=args.loss,
                     max_new_tokens=args.max_new_tokens, seed=args.seed)
-    student = train_student(args.base_model, members, args.out / "student", cfg, teacher_model=teacher)
+    name = f"student_{args.loss}_lr{args.lr:g}"
+    student = train_student(args.base_model, members, args.out / name, cfg, teacher_model=teacher)
     ledger = [json.loads(line) for line in (student / "ledger.jsonl").read_text().splitlines()]
     by_epoch: dict[int, list[float]] = {}
     for row in ledger:
@@ -70,13 +73,14 @@ def main() -> None:
     curve = [round(float(np.mean(by_epoch[e])), 4) for e in sorted(by_epoch)]
     result = {
         "source": args.source, "teacher": args.teacher, "members": args.members, "epochs": args.epochs,
+        "learning_rate": args.lr, "loss": args.loss,
         "teacher_kl_by_epoch": curve,
         "heldout_ref_logp_base": round(mean_ref_logp(args.base_model, tok, heldout), 4),
         "heldout_ref_logp_student": round(mean_ref_logp(str(student), tok, heldout), 4),
         "member_ref_logp_base": round(mean_ref_logp(args.base_model, tok, members), 4),
         "member_ref_logp_student": round(mean_ref_logp(str(student), tok, members), 4),
     }
-    (args.out / "kl_curve.json").write_text(json.dumps(result, indent=2))
+    (args.out / f"kl_curve_{name}.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 
 
