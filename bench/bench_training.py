@@ -52,7 +52,7 @@ def main() -> None:
     import torch
 
     from shadow_models import OPDConfig
-    from shadow_models.provenance import library_versions
+    from leakaudit.envinfo import library_versions
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")

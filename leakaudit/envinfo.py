@@ -7,12 +7,13 @@ import platform
 import subprocess
 from pathlib import Path
 
-LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "numpy", "scikit-learn",
-             "scipy", "pandas", "leakaudit")
+LIBRARIES = ("leakaudit", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "safetensors", "numpy",
+             "scipy", "scikit-learn", "pandas", "pyarrow", "seaborn", "matplotlib")
 
 
 def library_versions() -> dict[str, str | None]:
-    out = {}
+    """Python and every library that shapes training, scoring or metrics; None when not installed."""
+    out: dict[str, str | None] = {"python": platform.python_version()}
     for name in LIBRARIES:
         try:
             out[name] = importlib.metadata.version(name)

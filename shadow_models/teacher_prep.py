@@ -27,7 +27,7 @@ from leakaudit.padding import position_ids, right_pad
 from shadow_models.config import TeacherPrepConfig
 from shadow_models.modeling import save_student, setup_training
 from shadow_models.plan import plan_steps
-from shadow_models.provenance import library_versions
+from leakaudit.envinfo import library_versions
 
 
 def sft_example(tokenizer, record: Record, template: str, max_length: int) -> tuple[list[int], list[int]]:

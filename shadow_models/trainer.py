@@ -38,7 +38,7 @@ from shadow_models.config import OPDConfig
 from shadow_models.losses import masked_mean, per_token_loss, sampled_logps
 from shadow_models.modeling import check_same_vocab, load_frozen, save_student, setup_training, teacher_view
 from shadow_models.plan import Step, plan_steps, step_seed
-from shadow_models.provenance import library_versions
+from leakaudit.envinfo import library_versions
 from shadow_models.rollout import eos_token_ids, sample_completions
 
 

@@ -16,7 +16,8 @@ from leakaudit.report import html as H
 from leakaudit.report import plots
 from leakaudit.report.leakmap import leak_map_figure
 from leakaudit.report.load import RunData, candidate_table, load_run, read_records_privileged
-from leakaudit.report.provenance import config_hash, file_sha256, library_versions, utc_now
+from leakaudit.envinfo import library_versions
+from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
 from leakaudit.report.redact import Redactor
 from leakaudit.rundir import RunDir
 
@@ -124,10 +125,10 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     write_json(rd.metrics_json, _jsonable({
         "schema_version": SCHEMA_VERSION,
         "date": utc_now(),
-        "config_hash": config_hash(run.config),
+        "config_hash": run_config_hash(run.config),
         "config": config,
         "seeds": {"bootstrap": seed, "study": run.config.get("seed"), "env": run.env.get("seed")},
-        "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": "percentile, stratified by label"},
+        "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": "percentile; stratified by label for one target, records resampled as clusters when pooled over targets"},
         "definitions": {"tpr@a": "largest TPR over thresholds with FPR <= a", "nan_scores": "lowest score",
                         "resolvable@a": "a * n_neg >= 1"},
         "versions": library_versions(),
@@ -197,7 +198,7 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                               f"(target/domain = {POOLED})</summary>" + H.table(metrics[cols]) + "</details>",
                               anchor="all"))
     secs.append(H.section("Study config", f"<pre>{H.esc(yaml.safe_dump(config, sort_keys=False))}</pre>",
-                          f'<p class="note">config hash {H.esc(config_hash(run.config))}</p>', anchor="config"))
+                          f'<p class="note">config hash {H.esc(run_config_hash(run.config))}</p>', anchor="config"))
     if run.env:
         secs.append(H.section("Environment", f"<pre>{H.esc(yaml.safe_dump(run.env, sort_keys=True))}</pre>",
                               anchor="env"))

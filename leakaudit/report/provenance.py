@@ -1,31 +1,24 @@
-"""Provenance for results files: library versions, config hash, input hashes (after lm-eval's result schema)."""
+"""Provenance for results files: config hash, input hashes, time (after lm-eval's result schema);
+library versions come from leakaudit.envinfo."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import platform
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
-
-LIBRARIES = ("leakaudit", "numpy", "pandas", "scipy", "scikit-learn", "seaborn", "matplotlib", "pyarrow")
-
-
-def library_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
 
 def config_hash(config: dict) -> str:
     """sha256 of the config as canonical JSON (sorted keys), so formatting of study.yaml does not matter."""
     blob = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def run_config_hash(config: dict) -> str:
+    """The hash run-study recorded for this run (study.yaml's `_meta.config_hash`, the same value the run
+    directory is checked against on resume); a canonical hash of the config only when none was recorded."""
+    recorded = (config.get("_meta") or {}).get("config_hash")
+    return str(recorded) if recorded else config_hash(config)
 
 
 def file_sha256(path: Path) -> str:
