@@ -85,13 +85,13 @@ def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict
         n_traj = len(trajs[rid])
         fresh_target.append([fresh_lp[target][rid][j] for j in range(n_traj)])
         fresh_base.append([fresh_lp[BASE_ID][rid][j] for j in range(n_traj)])
-        fresh_refs.append([_stack([fresh_lp[m][rid][j] for m in outs]) for j in range(n_traj)])
+        fresh_refs.append([stack_rows([fresh_lp[m][rid][j] for m in outs]) for j in range(n_traj)])
         ft = fixed[target][rid]
         fixed_target.append(ft.logp)
         fixed_mu.append(ft.mu)
         fixed_sigma.append(ft.sigma)
         fixed_base.append(fixed[BASE_ID][rid].logp)
-        fixed_refs.append(_stack([fixed[m][rid].logp for m in ins + outs]))
+        fixed_refs.append(stack_rows([fixed[m][rid].logp for m in ins + outs]))
         fixed_in.append(np.array([True] * len(ins) + [False] * len(outs)))
     population_target = np.array([_mean(fixed[target][z].logp) for z in pop], dtype=np.float64) if pop else None
     population_refs = (np.array([[_mean(fixed[m][z].logp) for m in students] for z in pop], dtype=np.float64)
@@ -106,8 +106,8 @@ def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict
     )
 
 
-def _stack(rows: Sequence[np.ndarray]) -> np.ndarray:
-    """[R] arrays of equal length T -> [R, T] float64 (R may be 0 -> shape [0, T] is impossible; [0, 0])."""
+def stack_rows(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """R arrays of equal length T -> [R, T] float64; no rows -> shape [0, 0]."""
     if not rows:
         return np.zeros((0, 0))
     return np.stack([np.asarray(r, dtype=np.float64) for r in rows])

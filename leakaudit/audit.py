@@ -12,27 +12,24 @@ Run directory: the study layout (records.jsonl, membership.parquet, models/, sig
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 
-from attacks import AttackInputs, get_attack, run_attack
+from attacks import AttackInputs
 from leakaudit.config import load_config
 from leakaudit.data.records import Record, read_jsonl, write_jsonl
 from leakaudit.errors import InputError
 from leakaudit.io import atomic_path, is_done, mark_done, write_json
 from leakaudit.membership import disjoint_plan
 from leakaudit.rundir import RunDir
-from leakaudit.scoring import attack_specs
+from leakaudit.assemble import BASE_ID, stack_rows
+from leakaudit.scoring import attack_rows, attack_specs
 from leakaudit.study import stage_seed
 
 TARGET_ID = "target"
-BASE_ID = "base"
 
 
 @dataclass
@@ -59,9 +56,9 @@ def _labels(candidates: list[Record]) -> np.ndarray | None:
 
 def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print) -> Path:
     from leakaudit.models import load_tokenizer, resolve_model_ref
-    from leakaudit.signals.backend import SamplingConfig, make_backend
+    from leakaudit.signals.backend import SamplingConfig, open_backend
     from leakaudit.signals.stages import sample_fresh, score_fixed, score_fresh
-    from leakaudit.signals.store import load_fixed, load_logp, load_trajectories
+    from leakaudit.signals.store import has_logp, load_fixed, load_logp, load_trajectories
 
     cfg = load_config(preset="default", overrides=req.overrides)
     run = RunDir(req.out)
@@ -106,36 +103,32 @@ def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print) -> Path:
     if not is_done(fresh_dir):
         sampling = dict(cfg.signals.sampling)
         sampling.setdefault("seed", stage_seed(cfg.seed, "audit-sample"))
-        backend = make_backend(cfg.signals.backend, req.target, **backend_opts)
-        sample_fresh(backend, tokenizer, candidates, SamplingConfig(**sampling), fresh_dir)
-        del backend
+        with open_backend(cfg.signals.backend, req.target, **backend_opts) as backend:
+            sample_fresh(backend, tokenizer, candidates, SamplingConfig(**sampling), fresh_dir)
     for model_id, ref in refs_of.items():
-        if run.fixed(model_id).is_file() and is_done(fresh_dir):
+        if run.fixed(model_id).is_file() and has_logp(fresh_dir, model_id):
             continue
-        backend = make_backend(cfg.signals.backend, ref, **backend_opts)
-        if not run.fixed(model_id).is_file():
+        with open_backend(cfg.signals.backend, ref, **backend_opts) as backend:
             score_fixed(backend, tokenizer, candidates + population, run.fixed(model_id), vocab_stats=True)
-        score_fresh(backend, model_id, fresh_dir)
-        del backend
+            score_fresh(backend, model_id, fresh_dir)
     mark_done(fresh_dir, {"scored_by": list(refs_of)})
 
-    # ---- attacks -------------------------------------------------------------------------------------
+    # ---- attacks: every reference is OUT for every candidate (disjoint design) --------------------------
     trajs = load_trajectories(fresh_dir)
     lp = {m: load_logp(fresh_dir, m) for m in refs_of}
     fx = {m: load_fixed(run.fixed(m)) for m in refs_of}
     cand_ids = [c.record_id for c in candidates]
     labels = _labels(candidates)
-    stack = lambda rows: np.stack([np.asarray(r, dtype=np.float64) for r in rows])  # noqa: E731
     inputs = AttackInputs(
         record_ids=cand_ids, texts=[c.privileged for c in candidates],
         fresh_target=[[lp[TARGET_ID][r][j] for j in range(len(trajs[r]))] for r in cand_ids],
-        fresh_refs=[[stack([lp[m][r][j] for m in refs]) for j in range(len(trajs[r]))] for r in cand_ids],
+        fresh_refs=[[stack_rows([lp[m][r][j] for m in refs]) for j in range(len(trajs[r]))] for r in cand_ids],
         fresh_base=[[lp[BASE_ID][r][j] for j in range(len(trajs[r]))] for r in cand_ids],
         fixed_target=[fx[TARGET_ID][r].logp for r in cand_ids],
         fixed_target_mu=[fx[TARGET_ID][r].mu for r in cand_ids],
         fixed_target_sigma=[fx[TARGET_ID][r].sigma for r in cand_ids],
         fixed_base=[fx[BASE_ID][r].logp for r in cand_ids],
-        fixed_refs=[stack([fx[m][r].logp for m in refs]) for r in cand_ids],
+        fixed_refs=[stack_rows([fx[m][r].logp for m in refs]) for r in cand_ids],
         fixed_ref_in=[np.zeros(len(refs), dtype=bool) for _ in cand_ids],
         population_target=np.array([np.mean(fx[TARGET_ID][p.record_id].logp) for p in population])
         if population else None,
@@ -143,29 +136,14 @@ def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print) -> Path:
         if population else None,
         labels=labels,
     )
-    table = pd.DataFrame({"record_id": cand_ids})
-    rows = []
-    for a in attack_specs(cfg.attacks):
-        spec = get_attack(a.name)
-        params = spec.params_cls(**a.params)
-        try:
-            scores = run_attack(a.name, inputs, params)
-        except InputError as e:  # e.g. LiRA online needs IN references, which a disjoint audit never has
-            log(f"[audit] skipping {a.name}: {e}")
-            continue
-        table[a.label or a.name] = scores
-        rows.append(pd.DataFrame({
-            "record_id": cand_ids, "target": TARGET_ID, "domain": domain, "attack": a.label or a.name,
-            "attack_name": a.name, "family": spec.family,
-            "params": json.dumps(dataclasses.asdict(params), sort_keys=True), "score": scores,
-            "is_member": labels if labels is not None else np.nan, "null_check": False,
-            "label_source": TARGET_ID,
-        }))
+    scores = attack_rows(inputs, attack_specs(cfg.attacks), target=TARGET_ID, domain=domain,
+                         skip_unavailable=True, log=log)
+    table = (scores.pivot(index="record_id", columns="attack", values="score")
+             .reindex(index=cand_ids, columns=list(dict.fromkeys(scores.attack))))
     if labels is not None:
         table["is_member"] = labels
     with atomic_path(run.root / "candidates.csv") as tmp:
-        table.to_csv(tmp, index=False)
-    scores = pd.concat(rows, ignore_index=True)
+        table.reset_index().to_csv(tmp, index=False)
     with atomic_path(run.scores) as tmp:
         scores.to_parquet(tmp, index=False)
     write_json(run.root / "audit.json", {"target": req.target, "base_model": req.base_model,

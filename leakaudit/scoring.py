@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from attacks import get_attack, list_attacks, run_attack
+from attacks import AttackInputs, get_attack, list_attacks, run_attack
 from leakaudit.assemble import build_inputs, target_views
 from leakaudit.config import AttackSpecConfig, StudyConfig
 from leakaudit.data.records import Record
+from leakaudit.errors import InputError
 from leakaudit.membership import MembershipPlan
 from leakaudit.rundir import RunDir
 
@@ -31,6 +32,35 @@ def attack_specs(cfg_attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
     return [AttackSpecConfig(name=spec.name) for spec in list_attacks()]
 
 
+def attack_rows(inputs: AttackInputs, specs: list[AttackSpecConfig], *, target: str, domain: str,
+                null_check: bool = False, label_source: str | None = None, skip_unavailable: bool = False,
+                log=print) -> pd.DataFrame:
+    """Run each attack on one target's inputs; one long row per (record, attack) in the scores.parquet schema.
+
+    skip_unavailable: an attack whose signals are absent (InputError, e.g. LiRA online without IN references in
+    a disjoint-reference audit) is logged and left out instead of stopping the run.
+    """
+    labels = inputs.labels if inputs.labels is not None else np.full(inputs.n, np.nan)
+    frames = []
+    for a in specs:
+        spec = get_attack(a.name)
+        params = spec.params_cls(**a.params)
+        try:
+            scores = run_attack(a.name, inputs, params)
+        except InputError as e:
+            if not skip_unavailable:
+                raise
+            log(f"[attacks] skipping {a.name}: {e}")
+            continue
+        frames.append(pd.DataFrame({
+            "record_id": inputs.record_ids, "target": target, "domain": domain,
+            "attack": a.label or a.name, "attack_name": a.name, "family": spec.family,
+            "params": json.dumps(_params_dict(params), sort_keys=True), "score": scores,
+            "is_member": labels, "null_check": null_check, "label_source": label_source or target,
+        }))
+    return pd.concat(frames, ignore_index=True)
+
+
 def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record], cfg: StudyConfig, tokenizer: Any,
                   *, progress: bool = True) -> tuple[pd.DataFrame, dict | None]:
     specs = attack_specs(cfg.attacks)
@@ -39,21 +69,14 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
     for view in tqdm(target_views(plan), desc="attacks", disable=not progress):
         inputs = build_inputs(run.root, plan, view, records, k_refs=cfg.plan.k_refs, fresh_dir=run.fresh,
                               fixed_path=run.fixed)
-        for a in specs:
-            spec = get_attack(a.name)
-            params = spec.params_cls(**a.params)
-            scores = run_attack(a.name, inputs, params)
-            frames.append(pd.DataFrame({
-                "record_id": inputs.record_ids, "target": view.target, "domain": view.domain,
-                "attack": a.label or a.name, "attack_name": a.name, "family": spec.family,
-                "params": json.dumps(_params_dict(params), sort_keys=True), "score": scores,
-                "is_member": inputs.labels, "null_check": view.null_check, "label_source": view.label_source,
-            }))
-            if a.name == "leaky" and not view.null_check:
-                member_scores = np.where(inputs.labels, np.nan_to_num(scores, nan=-np.inf), -np.inf)
-                i = int(np.argmax(member_scores))
-                if np.isfinite(member_scores[i]) and (best is None or member_scores[i] > best[0]):
-                    best = (float(member_scores[i]), view, (inputs, i))
+        rows = attack_rows(inputs, specs, target=view.target, domain=view.domain, null_check=view.null_check,
+                           label_source=view.label_source)
+        frames.append(rows)
+        leaky = rows[(rows.attack_name == "leaky") & rows.is_member.astype(bool)]
+        if not view.null_check and len(leaky) and leaky.score.notna().any():
+            top = leaky.loc[leaky.score.idxmax()]
+            if best is None or top.score > best[0]:
+                best = (float(top.score), view, (inputs, inputs.record_ids.index(top.record_id)))
     leak_map = _leak_map(run, best, tokenizer) if best is not None else None
     return pd.concat(frames, ignore_index=True), leak_map
 

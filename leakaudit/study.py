@@ -47,6 +47,8 @@ class Study:
             force = set(STAGES)
         self.force_from = min((STAGES.index(s) for s in force), default=len(STAGES))
         self._tokenizer = None
+        self._records: dict[str, Record] | None = None
+        self._plan: MembershipPlan | None = None
 
     # ---- helpers ----------------------------------------------------------------------------------------
     @property
@@ -80,10 +82,16 @@ class Study:
                     path.unlink()
 
     def records(self) -> dict[str, Record]:
-        return {r.record_id: r for r in read_jsonl(self.run.records)}
+        """The run's records by id, read once (records.jsonl never changes after its stage)."""
+        if self._records is None:
+            self._records = {r.record_id: r for r in read_jsonl(self.run.records)}
+        return self._records
 
     def plan(self) -> MembershipPlan:
-        return MembershipPlan.load(self.run.plan_dir)
+        """The run's membership plan, read once (it never changes after its stage)."""
+        if self._plan is None:
+            self._plan = MembershipPlan.load(self.run.plan_dir)
+        return self._plan
 
     def teacher_model(self) -> str | None:
         kind = self.cfg.teacher.kind
@@ -243,11 +251,11 @@ class Study:
             mark_done(self.run.fresh(v.target), {"scored_by": fresh_scorers(plan, v, k)})
 
     def _backend(self, model_id: str):
-        from leakaudit.signals.backend import make_backend
+        from leakaudit.signals.backend import open_backend
 
-        return _Closing(make_backend(self.cfg.signals.backend, self.model_ref(model_id),
-                                     score_batch_size=self.cfg.signals.score_batch_size,
-                                     autocast_bf16=self.cfg.signals.autocast_bf16))
+        return open_backend(self.cfg.signals.backend, self.model_ref(model_id),
+                            score_batch_size=self.cfg.signals.score_batch_size,
+                            autocast_bf16=self.cfg.signals.autocast_bf16)
 
     def stage_attacks(self) -> None:
         if self.run.scores.is_file():
@@ -267,23 +275,3 @@ class Study:
         from leakaudit.report import build_report
 
         build_report(self.run.root, n_boot=self.cfg.metrics.n_boot, seed=self.cfg.metrics.seed)
-
-
-class _Closing:
-    """Context manager that frees a backend's model when the block ends (one model in memory at a time)."""
-
-    def __init__(self, backend):
-        self.backend = backend
-
-    def __enter__(self):
-        return self.backend
-
-    def __exit__(self, *exc):
-        close = getattr(self.backend, "close", None)
-        if callable(close):
-            close()
-        self.backend = None
-        import gc
-
-        gc.collect()
-        return False

@@ -5,8 +5,10 @@ Shapes: P prompts, n trajectories per prompt, T tokens (ragged, per sequence), V
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Iterator, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -99,6 +101,20 @@ def make_backend(kind: str, model_ref: str, **opts: Any) -> Backend:
 
         return VLLMBackend(model_ref, **opts)
     raise ConfigError(f"unknown backend kind '{kind}'; expected one of {list(BACKEND_KINDS)}")
+
+
+@contextlib.contextmanager
+def open_backend(kind: str, model_ref: str, **opts: Any) -> Iterator[Backend]:
+    """`make_backend` for one block: the model is released when the block ends (one model in memory at a time)."""
+    backend = make_backend(kind, model_ref, **opts)
+    try:
+        yield backend
+    finally:
+        close = getattr(backend, "close", None)
+        if callable(close):
+            close()
+        del backend
+        gc.collect()
 
 
 def check_score_inputs(prefixes: list[list[int]], continuations: list[list[int]]) -> None:
