@@ -24,7 +24,7 @@ from leakaudit.membership import MembershipPlan
 from leakaudit.models import load_tokenizer
 from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE, reference_text_ids, student_prompt_ids, teacher_prompt_ids
 from leakaudit.rundir import RunDir
-from leakaudit.signals.backend import SamplingConfig, make_backend
+from leakaudit.signals.backend import SamplingConfig, make_backend, open_backend
 
 
 def measure(run_root: Path, n: int, base_model: str, max_new_tokens: int = 48) -> dict:
@@ -47,19 +47,18 @@ def measure(run_root: Path, n: int, base_model: str, max_new_tokens: int = 48) -
         flat = [(i, y) for i, ys in enumerate(samples) for y in ys if len(y)]
         out[domain] = {}
         for name, ref in teachers.items():
-            t = make_backend("transformers", ref)
-            no_ctx = t.score(student_prompts, refs)
-            ctx = t.score(teacher_prompts, refs)
-            y_no = t.score([student_prompts[i] for i, _ in flat], [y for _, y in flat])
-            y_ctx = t.score([teacher_prompts[i] for i, _ in flat], [y for _, y in flat])
-            out[domain][name] = {
-                "ref_logp_without_context": round(float(np.mean([s.logp.mean() for s in no_ctx])), 4),
-                "ref_logp_with_context": round(float(np.mean([s.logp.mean() for s in ctx])), 4),
-                "onpolicy_context_effect": round(float(np.mean([a.logp.mean() - b.logp.mean()
-                                                                for a, b in zip(y_ctx, y_no)])), 4),
-                "n_records": len(recs), "n_samples": len(flat),
-            }
-            del t
+            with open_backend("transformers", ref) as t:
+                no_ctx = t.score(student_prompts, refs)
+                ctx = t.score(teacher_prompts, refs)
+                y_no = t.score([student_prompts[i] for i, _ in flat], [y for _, y in flat])
+                y_ctx = t.score([teacher_prompts[i] for i, _ in flat], [y for _, y in flat])
+                out[domain][name] = {
+                    "ref_logp_without_context": round(float(np.mean([s.logp.mean() for s in no_ctx])), 4),
+                    "ref_logp_with_context": round(float(np.mean([s.logp.mean() for s in ctx])), 4),
+                    "onpolicy_context_effect": round(float(np.mean([a.logp.mean() - b.logp.mean()
+                                                                    for a, b in zip(y_ctx, y_no)])), 4),
+                    "n_records": len(recs), "n_samples": len(flat),
+                }
     return out
 
 
