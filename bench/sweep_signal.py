@@ -27,6 +27,9 @@ from leakaudit.study import Study
 # name -> overrides on top of the preset. One factor at a time from the default study's settings.
 CODE_ONLY = "data.domains={code: {source: humaneval}}"
 POINTS: dict[str, list[str]] = {
+    # the hand experiment of issue 6 inside the pipeline: a teacher prepared on 96 records, 8 members per student
+    "code_teacher96_m8_e30": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96", "data.n_candidates=16",
+                              "training.epochs=30", "training.batch_size=8", "training.max_new_tokens=48"],
     "code_prepared_e30": [CODE_ONLY, "teacher.kind=prepared", "training.epochs=30"],
     "code_prepared_e30_full_rkl": [CODE_ONLY, "teacher.kind=prepared", "training.epochs=30", "training.loss=full_rkl"],
     "code_self_e30": [CODE_ONLY, "teacher.kind=self", "training.epochs=30"],

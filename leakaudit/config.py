@@ -41,6 +41,10 @@ class DataConfig:
     """Candidate records per domain; each is IN for half of that domain's students."""
     n_population: int = 16
     """Records per domain never trained on by any student (null student, RMIA population, teacher prep)."""
+    n_teacher_records: int = 0
+    """Extra records per domain for preparing the teacher only (teacher.kind: prepared): disjoint from the
+    candidates and the population, never trained on by a student, never scored. A teacher that has learnt to
+    answer from its context needs far more examples than the population holds."""
     max_prompt_tokens: int = 384
     """Token budget for a record's prompt; longer records are an input error."""
     max_privileged_tokens: int = 384
@@ -57,6 +61,8 @@ class DataConfig:
             raise ConfigError(f"data.n_candidates must be an even number >= 4, got {self.n_candidates}")
         if self.n_population < 0:
             raise ConfigError("data.n_population must be >= 0")
+        if self.n_teacher_records < 0:
+            raise ConfigError("data.n_teacher_records must be >= 0")
 
 
 @dataclass

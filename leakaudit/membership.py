@@ -135,17 +135,32 @@ def _stable_seed(*parts: object) -> int:
 
 
 def split_pool(record_ids: Sequence[str], n_candidates: int, n_population: int, seed: int,
-               salt: str = "") -> tuple[list[str], list[str]]:
-    """Shuffle one pool with `seed` and cut it into candidates and population (disjoint)."""
+               salt: str = "", n_teacher: int = 0) -> tuple[list[str], list[str]]:
+    """Shuffle one pool with `seed` and cut it into candidates and population (disjoint).
+    `n_teacher` only checks that the pool also holds that many teacher records (see `teacher_slice`)."""
     ids = sorted(set(record_ids))
     if len(ids) != len(record_ids):
         raise InputError("duplicate record ids in the pool")
-    if n_candidates + n_population > len(ids):
+    if n_candidates + n_population + n_teacher > len(ids):
+        extra = f" + {n_teacher} teacher records" if n_teacher else ""
         raise ConfigError(f"pool {salt or ''} has {len(ids)} records; {n_candidates} candidates + "
-                          f"{n_population} population requested")
-    order = np.random.default_rng(_stable_seed(seed, "split", salt)).permutation(len(ids))
-    shuffled = [ids[i] for i in order]
+                          f"{n_population} population{extra} requested")
+    shuffled = _shuffled(ids, seed, salt)
     return shuffled[:n_candidates], shuffled[n_candidates:n_candidates + n_population]
+
+
+def teacher_slice(record_ids: Sequence[str], n_candidates: int, n_population: int, n_teacher: int, seed: int,
+                  salt: str = "") -> list[str]:
+    """The `n_teacher` records that follow the candidates and population in `split_pool`'s shuffle:
+    disjoint from both by construction."""
+    split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher)
+    start = n_candidates + n_population
+    return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_teacher]
+
+
+def _shuffled(ids: list[str], seed: int, salt: str) -> list[str]:
+    order = np.random.default_rng(_stable_seed(seed, "split", salt)).permutation(len(ids))
+    return [ids[i] for i in order]
 
 
 def keep_matrix(n_models: int, n_records: int, seed: int) -> np.ndarray:

@@ -28,6 +28,11 @@ class RunDir:
         return self.root / "records.jsonl"
 
     @property
+    def teacher_records(self) -> Path:
+        """Records set aside for preparing the teacher only (written before records.jsonl)."""
+        return self.root / "teacher_records.jsonl"
+
+    @property
     def plan_dir(self) -> Path:
         """Holds membership.parquet and plan.json."""
         return self.root

@@ -19,7 +19,7 @@ from leakaudit.config import StudyConfig, dump_config
 from leakaudit.data.records import Record, check_token_budget, check_unique, read_jsonl, write_jsonl
 from leakaudit.errors import ConfigError
 from leakaudit.io import atomic_path, is_done, mark_done, write_json, write_text
-from leakaudit.membership import MembershipPlan, _stable_seed, keep_matrix_plan, split_pool
+from leakaudit.membership import MembershipPlan, _stable_seed, keep_matrix_plan, split_pool, teacher_slice
 from leakaudit.rundir import RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
@@ -64,7 +64,7 @@ class Study:
         run = self.run
         models = run.root / "models"
         return {
-            "records": [run.records],
+            "records": [run.records, run.teacher_records],
             "plan": [run.membership, run.plan_dir / "plan.json"],
             "teacher": [run.teacher],
             "students": [p for p in models.glob("*") if p != run.teacher] if models.is_dir() else [],
@@ -137,6 +137,7 @@ class Study:
         data = self.cfg.data
         tok = self.tokenizer
         chosen: list[Record] = []
+        teacher_pool: list[Record] = []
         for domain, spec in data.domains.items():
             pool = load_source(spec.source, seed=self.cfg.seed, **spec.options)
             pool = [r if r.domain == domain else dataclasses.replace(r, domain=domain, record_id="") for r in pool]
@@ -152,10 +153,19 @@ class Study:
                                    data.max_privileged_tokens, path=f"source '{spec.source}'")
                 dropped = 0
             by_id = {r.record_id: r for r in pool}
-            cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain)
+            cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
+                                    n_teacher=data.n_teacher_records)
             chosen += [by_id[r] for r in cand + popn]
+            if data.n_teacher_records:
+                teacher_ids = teacher_slice(list(by_id), data.n_candidates, data.n_population,
+                                            data.n_teacher_records, self.cfg.seed, salt=domain)
+                teacher_pool += [by_id[r] for r in teacher_ids]
             self.log(f"[records] {domain}: {len(pool)} from '{spec.source}' ({dropped} over the token budget "
-                     f"dropped), using {len(cand)} candidates + {len(popn)} population")
+                     f"dropped), using {len(cand)} candidates + {len(popn)} population"
+                     + (f" + {data.n_teacher_records} teacher-only" if data.n_teacher_records else ""))
+        # teacher_records.jsonl first: records.jsonl is the stage's completion mark
+        if teacher_pool:
+            write_jsonl(teacher_pool, self.run.teacher_records)
         write_jsonl(chosen, self.run.records)
 
     def stage_plan(self) -> None:
@@ -179,10 +189,14 @@ class Study:
 
         plan, records = self.plan(), self.records()
         population = [records[r] for d in sorted(plan.population) for r in plan.population[d]]
+        if self.cfg.data.n_teacher_records:
+            population += read_jsonl(self.run.teacher_records)
+        candidates = [r for d in plan.candidates for r in plan.candidates[d]]
         prep = dict(self.cfg.teacher.prep)
         prep.setdefault("seed", stage_seed(self.cfg.seed, "teacher"))
-        self.log(f"[teacher] preparing a teacher on {len(population)} population records (never candidates)")
-        prepare_teacher(self.cfg.base_model, population, out, TeacherPrepConfig(**prep))
+        self.log(f"[teacher] preparing a teacher on {len(population)} population and teacher-only records "
+                 f"(never candidates)")
+        prepare_teacher(self.cfg.base_model, population, out, TeacherPrepConfig(**prep), forbidden_ids=candidates)
 
     def stage_students(self) -> None:
         for model_id in tqdm(list(self.plan().models), desc="students", disable=not self.progress):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from leakaudit.errors import ConfigError, InputError
-from leakaudit.membership import (MembershipPlan, disjoint_plan, keep_matrix, keep_matrix_plan, split_pool)
+from leakaudit.membership import (MembershipPlan, disjoint_plan, keep_matrix, keep_matrix_plan, split_pool,
+                                 teacher_slice)
 
 
 def _pools(n=30):
@@ -82,6 +83,19 @@ def test_split_pool_errors():
         split_pool(["a", "b"], 2, 1, seed=0)
     with pytest.raises(InputError, match="duplicate"):
         split_pool(["a", "a", "b"], 1, 1, seed=0)
+
+
+def test_teacher_slice_is_disjoint_and_leaves_the_split_unchanged():
+    ids = [f"r{i:02d}" for i in range(30)]
+    cand, pop = split_pool(ids, 8, 6, seed=3, salt="math")
+    teach = teacher_slice(ids, 8, 6, 10, seed=3, salt="math")
+    assert len(teach) == 10 and len(set(teach)) == 10
+    assert not set(teach) & (set(cand) | set(pop))
+    # asking for teacher records does not move a candidate or population record
+    assert split_pool(ids, 8, 6, seed=3, salt="math", n_teacher=10) == (cand, pop)
+    assert teacher_slice(list(reversed(ids)), 8, 6, 10, seed=3, salt="math") == teach
+    with pytest.raises(ConfigError, match="10 teacher records"):
+        teacher_slice(ids, 8, 14, 10, seed=3)
 
 
 def test_disjoint_plan():

@@ -144,3 +144,23 @@ def test_null_target_never_uses_its_label_source_as_reference(finished_run):
     null = next(v for v in target_views(plan) if v.null_check)
     assert null.label_source == "math-s0" and excluded_references(null) == ("math-s0",)
     assert "math-s0" not in fresh_scorers(plan, null, cfg.plan.k_refs)
+
+
+def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_path, tiny_model_dir):
+    from leakaudit.data.records import read_jsonl
+
+    cfg = _cfg(tmp_path, tiny_model_dir, "teacher.kind=prepared", "data.n_teacher_records=6",
+               "teacher.prep={epochs: 1, batch_size: 4}")
+    study = Study(cfg, progress=False, log=lambda m: None)
+    study.stage_records()
+    study.stage_plan()
+    study.stage_teacher()
+    teacher_ids = [r.record_id for r in read_jsonl(study.run.teacher_records)]
+    plan = study.plan()
+    candidates = set(plan.candidates["math"])
+    population = set(plan.population["math"])
+    assert len(teacher_ids) == 6 and not set(teacher_ids) & (candidates | population)
+    assert not set(teacher_ids) & set(study.records())  # never among the records students or attacks see
+    meta = json.loads((study.run.teacher / "meta.json").read_text())
+    assert set(meta["record_ids"]) == population | set(teacher_ids)
+    assert not set(meta["record_ids"]) & candidates
