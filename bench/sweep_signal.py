@@ -4,7 +4,7 @@ Each sweep point is a full study (records → plan → teacher → students → 
 the library with `--set`-style overrides on top of a preset, in its own run directory under runs/sweep/.
 Finished points are reused (run-study is resumable), so the sweep can be interrupted and re-run.
 
-    python bench/sweep_signal.py --points teacher_self,teacher_prepared --preset default
+    python bench/sweep_signal.py --points teacher_self,teacher_prepared            # on top of preset quick
     python bench/sweep_signal.py --list
 
 Writes bench/results/sweep.json and prints a markdown table: per point and domain, AUROC [95% CI] and TPR@1%FPR
@@ -24,12 +24,17 @@ import pandas as pd
 from leakaudit.config import load_config
 from leakaudit.study import Study
 
-# name -> overrides on top of the preset. One factor at a time from the default study's settings.
+# name -> overrides on top of the preset (quick: the first default study's settings). One factor at a time,
+# except the last two points, which combine what the earlier ones showed was needed.
 CODE_ONLY = "data.domains={code: {source: humaneval}}"
 POINTS: dict[str, list[str]] = {
     # the hand experiment of issue 6 inside the pipeline: a teacher prepared on 96 records, 8 members per student
     "code_teacher96_m8_e30": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96", "data.n_candidates=16",
                               "training.epochs=30", "training.batch_size=8", "training.max_new_tokens=48"],
+    "mathmed_teacher48_m8_e20": ["data.domains={math: {source: champ}, medical: {source: medical}}",
+                                 "teacher.kind=prepared", "data.n_teacher_records=48", "teacher.prep={epochs: 2}",
+                                 "data.n_candidates=16", "training.epochs=20", "training.batch_size=8",
+                                 "training.max_new_tokens=48"],
     "code_prepared_e30": [CODE_ONLY, "teacher.kind=prepared", "training.epochs=30"],
     "code_prepared_e30_full_rkl": [CODE_ONLY, "teacher.kind=prepared", "training.epochs=30", "training.loss=full_rkl"],
     "code_self_e30": [CODE_ONLY, "teacher.kind=self", "training.epochs=30"],
@@ -78,7 +83,8 @@ def _fmt(r) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--points", default=",".join(POINTS), help="comma-separated sweep points")
-    ap.add_argument("--preset", default="default")
+    ap.add_argument("--preset", default="quick",
+                    help="the preset the points modify (quick: the settings the sweep started from)")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra override for every point")
     ap.add_argument("--out", default="bench/results/sweep.json")
     ap.add_argument("--list", action="store_true")

@@ -20,7 +20,7 @@ import yaml
 
 from leakaudit.errors import ConfigError, InputError
 
-PRESETS = ("default", "cpu-full", "gpu-paper", "tiny")
+PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "tiny")
 
 
 @dataclass
@@ -242,6 +242,10 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None,
     file_dict.pop("_meta", None)  # provenance block that run-study appends to study.yaml
     preset = preset or file_dict.pop("preset", None) or "default"
     merged = deep_merge(preset_dict(preset), file_dict)
+    file_domains = (file_dict.get("data") or {}).get("domains") if isinstance(file_dict.get("data"), dict) else None
+    if file_domains is not None:
+        # the domains a file lists are the study's domains: never add the preset's other domains to them
+        merged["data"]["domains"] = copy.deepcopy(file_domains)
     for assignment in overrides:
         merged = apply_set(merged, assignment)
     merged.setdefault("name", preset)

@@ -54,3 +54,41 @@ def test_file_overrides_preset(tmp_path):
     f.write_text("preset: tiny\nname: mine\ndata: {n_candidates: 6}\n")
     cfg = load_config(f)
     assert cfg.name == "mine" and cfg.data.n_candidates == 6 and cfg.data.n_population == 4
+
+
+def test_default_preset_is_the_measured_sweep_point():
+    """README's default-study table comes from bench/sweep_signal.py's code_teacher96_m8_e30 run (on top of
+    preset quick): the default preset must resolve to exactly that config, name aside."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "sweep_signal.py"
+    spec = importlib.util.spec_from_file_location("sweep_signal", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    measured = load_config(preset="quick", overrides=[*sweep.POINTS["code_teacher96_m8_e30"], "name=default"])
+    assert load_config(preset="default").to_dict() == measured.to_dict()
+
+
+@pytest.mark.parametrize("preset", ["default", "quick", "cpu-full"])
+def test_offline_presets_fit_their_pools(preset, tmp_path):
+    """Every offline preset's candidates + population + teacher-only records fit in its sources' pools
+    after the token-budget filter (the records stage would stop the study otherwise)."""
+    from leakaudit.data.records import read_jsonl
+    from leakaudit.study import Study
+
+    cfg = load_config(preset=preset, overrides=[f"out_root={tmp_path}"])
+    study = Study(cfg, progress=False, log=lambda m: None)
+    study.stage_records()
+    per_domain = cfg.data.n_candidates + cfg.data.n_population
+    assert len(read_jsonl(study.run.records)) == per_domain * len(cfg.data.domains)
+    if cfg.data.n_teacher_records:
+        assert len(read_jsonl(study.run.teacher_records)) == cfg.data.n_teacher_records * len(cfg.data.domains)
+
+
+def test_a_file_listing_domains_replaces_the_presets_domains(tmp_path):
+    f = tmp_path / "study.yaml"
+    f.write_text("preset: quick\ndata:\n  domains: {code: {source: humaneval}}\n  n_candidates: 6\n")
+    cfg = load_config(f)
+    assert list(cfg.data.domains) == ["code"]
+    assert cfg.data.n_candidates == 6 and cfg.data.n_population == 8  # other data keys still merge
