@@ -13,6 +13,11 @@ a student that only learnt the domain's format lowers both alike. Reported per t
 on non-members, and the AUROC of -KL_hat for members vs non-members (not an attack: it needs the teacher and the
 privileged context; it shows where the leak comes from). The null target has no members among candidates.
 
+With --base, the same estimate for the untrained base student (its own samples, same sampling settings and
+seed as the run's fresh trajectories) on every candidate: the "before" of training. A student whose KL on
+NON-members is far below the base's learnt to behave like the privileged teacher on records it never saw
+(training generalises); the member/non-member difference is the record-specific part.
+
     python bench/member_kl.py runs/sweep/code_teacher96_m8_e30 [--json bench/results/member_kl.json]
 """
 
@@ -29,13 +34,35 @@ from leakaudit.data.records import read_jsonl
 from leakaudit.io import is_done
 from leakaudit.membership import MembershipPlan
 from leakaudit.models import load_tokenizer
-from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE, teacher_prompt_ids
+from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE, student_prompt_ids, teacher_prompt_ids
 from leakaudit.rundir import RunDir
-from leakaudit.signals.backend import open_backend
-from leakaudit.signals.store import load_logp, load_trajectories
+from leakaudit.signals.backend import SamplingConfig, open_backend
+from leakaudit.signals.store import load_logp, load_sampling_meta, load_trajectories
 
 
-def member_kl(run_root: Path, base_model: str) -> dict:
+def base_kl(run: RunDir, plan: MembershipPlan, records: dict, tok, base_model: str, teacher, template: str) -> dict:
+    """Per-domain mean KL_hat of the base student to the teacher on every candidate (the state before OPD)."""
+    any_target = next(iter(plan.models))
+    meta = load_sampling_meta(run.fresh(any_target))
+    cfg = SamplingConfig(**meta["config"])
+    out = {}
+    with open_backend("transformers", base_model) as base:
+        for domain, ids in plan.candidates.items():
+            recs = [records[r] for r in ids]
+            prompts = [student_prompt_ids(tok, r) for r in recs]
+            samples = base.sample(prompts, cfg)
+            flat = [(i, list(map(int, y))) for i, ys in enumerate(samples) for y in ys if len(y)]
+            own = base.score([prompts[i] for i, _ in flat], [y for _, y in flat])
+            t = teacher.score([teacher_prompt_ids(tok, recs[i], template) for i, _ in flat], [y for _, y in flat])
+            per_record: dict[int, list[float]] = {}
+            for (i, _), a, b in zip(flat, own, t):
+                per_record.setdefault(i, []).append(float(np.mean(a.logp - b.logp)))
+            out[domain] = round(float(np.mean([np.mean(v) for v in per_record.values()])), 4)
+            print(f"base {domain}: KL_hat {out[domain]}", flush=True)
+    return out
+
+
+def member_kl(run_root: Path, base_model: str, with_base: bool = False) -> dict:
     run = RunDir(run_root)
     plan = MembershipPlan.load(run.plan_dir)
     records = {r.record_id: r for r in read_jsonl(run.records)}
@@ -66,6 +93,10 @@ def member_kl(run_root: Path, base_model: str) -> dict:
                    "auroc_neg_kl": round(float(roc_auc_score(mem, -kl_arr)), 3) if 0 < mem.sum() < len(mem) else None}
             out["targets"][target] = row
             print(target, row, flush=True)
+        if with_base:
+            template = json.loads((run.model(next(iter(plan.models))) / "meta.json").read_text()).get(
+                "teacher_template", DEFAULT_TEACHER_TEMPLATE)
+            out["base_kl_candidates"] = base_kl(run, plan, records, tok, base_model, teacher, template)
     return out
 
 
@@ -74,8 +105,9 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--base-model", default="smollm2-135m")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--base", action="store_true", help="also measure the untrained base student")
     args = ap.parse_args()
-    res = member_kl(args.run_dir, args.base_model)
+    res = member_kl(args.run_dir, args.base_model, with_base=args.base)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(res, indent=2))

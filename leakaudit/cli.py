@@ -2,7 +2,7 @@
 
     leakaudit records --source champ --limit 20
     leakaudit plan --records runs/x/records.jsonl --out runs/x
-    leakaudit train --plan runs/default --model-id math-s0 | --all
+    leakaudit train --plan runs/default --model-id code-s0 | --all
     leakaudit attacks
     leakaudit run-study [--config study.yaml] [--preset default] [--set key=value ...] [--force STAGE]
     leakaudit audit --target DIR_OR_HUB_ID --candidates FILE --population FILE [--references DIR ...]
