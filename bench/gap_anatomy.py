@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from leakaudit.assemble import build_inputs, target_views
+from leakaudit.assemble import run_inputs
 from leakaudit.config import load_config
 from leakaudit.data.records import read_jsonl
 from leakaudit.membership import MembershipPlan
@@ -34,11 +34,9 @@ def anatomy(run_root: Path) -> dict:
     plan = MembershipPlan.load(run.plan_dir)
     records = {r.record_id: r for r in read_jsonl(run.records)}
     out = {}
-    for view in target_views(plan):
+    for view, inp in run_inputs(run, plan, records, cfg.plan.k_refs):
         if view.null_check:
             continue
-        inp = build_inputs(run.root, plan, view, records, k_refs=cfg.plan.k_refs, fresh_dir=run.fresh,
-                           fixed_path=run.fixed)
         member = np.asarray(inp.labels, dtype=bool)
         target = _record_means(inp.fresh_target)
         ref = _record_means([[r.max(axis=0) for r in refs] for refs in inp.fresh_refs])

@@ -11,12 +11,11 @@ each knob matters on one run, not a tuned choice (picking the best row here and 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from leakaudit.assemble import build_inputs, target_views
+from leakaudit.assemble import run_inputs
 from leakaudit.config import AttackSpecConfig, load_config
 from leakaudit.data.records import read_jsonl
 from leakaudit.membership import MembershipPlan
@@ -44,9 +43,7 @@ def knob_table(run_root: Path, n_boot: int = 1000) -> pd.DataFrame:
     records = {r.record_id: r for r in read_jsonl(run.records)}
     specs = [AttackSpecConfig(name="leaky", params=p, label=label) for label, p in VARIANTS.items()]
     frames = []
-    for view in target_views(plan):
-        inputs = build_inputs(run.root, plan, view, records, k_refs=cfg.plan.k_refs, fresh_dir=run.fresh,
-                              fixed_path=run.fixed)
+    for view, inputs in run_inputs(run, plan, records, cfg.plan.k_refs):
         frames.append(attack_rows(inputs, specs, target=view.target, domain=view.domain,
                                   null_check=view.null_check, label_source=view.label_source))
     metrics = summarise(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=0)
@@ -61,9 +58,9 @@ def main() -> None:
     args = ap.parse_args()
     table = knob_table(args.run_dir)
     print("| domain | targets | variant | AUROC [95% CI] | TPR@10%FPR |\n|---|---|---|---|---|")
-    for r in table.itertuples():
+    for _, r in table.iterrows():
         print(f"| {r.domain} | {'null' if r.null_check else 'real'} | {r.label} | "
-              f"{r.auroc:.3f} [{r.auroc_lo:.3f}, {r.auroc_hi:.3f}] | {getattr(r, '_7'):.2f} |")
+              f"{r.auroc:.3f} [{r.auroc_lo:.3f}, {r.auroc_hi:.3f}] | {r['tpr@0.1']:.2f} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(table.to_json(orient="records", indent=2))

@@ -11,7 +11,7 @@ Labels are attached only for the blind text baseline, which cross-validates.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -104,6 +104,14 @@ def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict
         population_target=population_target, population_refs=population_refs,
         labels=np.array([labels_map[r] for r in cand], dtype=bool),
     )
+
+
+def run_inputs(run, plan: MembershipPlan, records: dict[str, Record], k_refs: int
+               ) -> Iterator[tuple[TargetView, AttackInputs]]:
+    """Every target of a finished run (a RunDir) with its attack inputs, in target_views order."""
+    for view in target_views(plan):
+        yield view, build_inputs(run.root, plan, view, records, k_refs=k_refs, fresh_dir=run.fresh,
+                                 fixed_path=run.fixed)
 
 
 def stack_rows(rows: Sequence[np.ndarray]) -> np.ndarray:

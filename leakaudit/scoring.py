@@ -15,7 +15,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from attacks import AttackInputs, get_attack, list_attacks, run_attack
-from leakaudit.assemble import build_inputs, target_views
+from leakaudit.assemble import run_inputs, target_views
 from leakaudit.config import AttackSpecConfig, StudyConfig
 from leakaudit.data.records import Record
 from leakaudit.errors import InputError
@@ -66,9 +66,8 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
     specs = attack_specs(cfg.attacks)
     frames = []
     best: tuple[float, Any, Any] | None = None
-    for view in tqdm(target_views(plan), desc="attacks", disable=not progress):
-        inputs = build_inputs(run.root, plan, view, records, k_refs=cfg.plan.k_refs, fresh_dir=run.fresh,
-                              fixed_path=run.fixed)
+    for view, inputs in tqdm(run_inputs(run, plan, records, cfg.plan.k_refs), total=len(target_views(plan)),
+                             desc="attacks", disable=not progress):
         rows = attack_rows(inputs, specs, target=view.target, domain=view.domain, null_check=view.null_check,
                            label_source=view.label_source)
         frames.append(rows)
