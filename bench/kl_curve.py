@@ -3,6 +3,10 @@
 Prepares a teacher on population records (or uses the frozen base with --teacher self), trains one student by
 OPD on `--members` records for `--epochs` epochs, then prints the teacher-KL curve per epoch (from the ledger)
 and the mean per-token log-likelihood of the reference text on held-out records under the base vs the student.
+With --kl-samples N (> 0) it also estimates the teacher KL on fresh samples (bench/member_kl.py's KL_hat, N
+samples per record) for the base and the trained student, on members and on held-out records: a fall on held-out
+records means training generalises (the student behaves like the privileged teacher on records it never saw);
+the member/held-out difference is the record-specific part.
 
     python bench/kl_curve.py --source champ --members 4 --epochs 30 --out runs/kl_math
 
@@ -19,7 +23,8 @@ import numpy as np
 
 from leakaudit.data.sources import load_source
 from leakaudit.prompting import reference_text_ids, student_prompt_ids
-from leakaudit.signals.backend import make_backend
+from leakaudit.signals.backend import SamplingConfig, make_backend, open_backend
+from member_kl import sampled_teacher_kl
 from shadow_models import OPDConfig, train_student
 from shadow_models.teacher_prep import TeacherPrepConfig, prepare_teacher
 
@@ -45,6 +50,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--loss", default="sampled_rkl", help="sampled_rkl | full_rkl | jsd")
+    ap.add_argument("--kl-samples", type=int, default=0, help="fresh samples per record for the KL_hat check")
     args = ap.parse_args()
 
     from leakaudit.models import load_tokenizer
@@ -80,6 +86,16 @@ def main() -> None:
         "member_ref_logp_base": round(mean_ref_logp(args.base_model, tok, members), 4),
         "member_ref_logp_student": round(mean_ref_logp(str(student), tok, members), 4),
     }
+    if args.kl_samples > 0:
+        kl_cfg = SamplingConfig(n_per_record=args.kl_samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                                max_new_tokens=args.max_new_tokens, seed=args.seed)
+        with open_backend("transformers", teacher or args.base_model) as t:
+            for who, ref in (("base", args.base_model), ("student", str(student))):
+                with open_backend("transformers", ref) as s:
+                    for split, recs in (("members", members), ("heldout", heldout)):
+                        kl = sampled_teacher_kl(s, t, tok, recs, kl_cfg, cfg.teacher_template)
+                        result[f"kl_hat_{split}_{who}"] = round(float(np.nanmean(kl)), 4)
+        result["kl_hat_samples_per_record"] = args.kl_samples
     (args.out / f"kl_curve_{name}.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

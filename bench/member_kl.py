@@ -40,6 +40,21 @@ from leakaudit.signals.backend import SamplingConfig, open_backend
 from leakaudit.signals.store import load_logp, load_sampling_meta, load_trajectories
 
 
+def sampled_teacher_kl(student, teacher, tok, recs, cfg: SamplingConfig, template: str) -> list[float]:
+    """KL_hat per record (len(recs) floats): `student` samples `cfg.n_per_record` completions of each record's
+    student prompt, both backends score them (the teacher with prompt + privileged), and KL_hat is the mean over
+    trajectories of the mean per-token log p_student - log p_teacher. Records whose samples are all empty: nan."""
+    prompts = [student_prompt_ids(tok, r) for r in recs]
+    samples = student.sample(prompts, cfg)
+    flat = [(i, list(map(int, y))) for i, ys in enumerate(samples) for y in ys if len(y)]
+    own = student.score([prompts[i] for i, _ in flat], [y for _, y in flat])
+    t = teacher.score([teacher_prompt_ids(tok, recs[i], template) for i, _ in flat], [y for _, y in flat])
+    per_record: dict[int, list[float]] = {}
+    for (i, _), a, b in zip(flat, own, t):
+        per_record.setdefault(i, []).append(float(np.mean(a.logp - b.logp)))
+    return [float(np.mean(per_record[i])) if i in per_record else float("nan") for i in range(len(recs))]
+
+
 def base_kl(run: RunDir, plan: MembershipPlan, records: dict, tok, base_model: str, teacher, template: str) -> dict:
     """Per-domain mean KL_hat of the base student to the teacher on every candidate (the state before OPD)."""
     any_target = next(iter(plan.models))
@@ -48,16 +63,8 @@ def base_kl(run: RunDir, plan: MembershipPlan, records: dict, tok, base_model: s
     out = {}
     with open_backend("transformers", base_model) as base:
         for domain, ids in plan.candidates.items():
-            recs = [records[r] for r in ids]
-            prompts = [student_prompt_ids(tok, r) for r in recs]
-            samples = base.sample(prompts, cfg)
-            flat = [(i, list(map(int, y))) for i, ys in enumerate(samples) for y in ys if len(y)]
-            own = base.score([prompts[i] for i, _ in flat], [y for _, y in flat])
-            t = teacher.score([teacher_prompt_ids(tok, recs[i], template) for i, _ in flat], [y for _, y in flat])
-            per_record: dict[int, list[float]] = {}
-            for (i, _), a, b in zip(flat, own, t):
-                per_record.setdefault(i, []).append(float(np.mean(a.logp - b.logp)))
-            out[domain] = round(float(np.mean([np.mean(v) for v in per_record.values()])), 4)
+            kl = sampled_teacher_kl(base, teacher, tok, [records[r] for r in ids], cfg, template)
+            out[domain] = round(float(np.nanmean(kl)), 4)
             print(f"base {domain}: KL_hat {out[domain]}", flush=True)
     return out
 
