@@ -8,6 +8,7 @@ token ids of leakaudit.prompting, a record-level ledger, and no pickled Trainer 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -37,13 +38,46 @@ def sft_example(tokenizer, record: Record, template: str, max_length: int) -> tu
     return prompt + target, [-100] * len(prompt) + target
 
 
-def sft_loss(model, examples: Sequence[tuple[list[int], list[int]]], pad_id: int, device) -> torch.Tensor:
-    """Mean next-token cross-entropy over target tokens of a right-padded batch."""
+def n_target_tokens(example: tuple[list[int], list[int]]) -> int:
+    """Tokens an example trains on: labels other than -100 at positions 1.. (position 0 is never predicted)."""
+    return sum(1 for label in example[1][1:] if label != -100)
+
+
+def sft_loss_sum(model, examples: Sequence[tuple[list[int], list[int]]], pad_id: int, device) -> torch.Tensor:
+    """Summed next-token cross-entropy (nats) over the target tokens of a right-padded batch (a 0-dim tensor).
+
+    The output head runs only on positions where some row of the batch has a target (``logits_to_keep``), so the
+    logits are (B, K, vocab) with K the span of targets instead of (B, L, vocab); the wrapped model's forward is
+    still what runs (data-parallel gradient hooks stay in place)."""
     ids, mask = right_pad([e[0] for e in examples], pad_id, device)
     labels, _ = right_pad([e[1] for e in examples], -100, device)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=False).logits
-    return torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]),
-                                             labels[:, 1:].reshape(-1), ignore_index=-100)
+    target = labels[:, 1:]  # (B, L-1): the token that position t predicts
+    keep = (target != -100).any(dim=0).nonzero().squeeze(1)  # (K,) positions some row trains on
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask), use_cache=False,
+                   logits_to_keep=keep).logits  # (B, K, V)
+    return torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                             target[:, keep].reshape(-1), ignore_index=-100, reduction="sum")
+
+
+def accumulate_sft_step(accelerator, model, examples: Sequence[tuple[list[int], list[int]]], pad_id: int, device,
+                        amp, micro_batch_size: int) -> float:
+    """Forward/backward this process's `examples` in micro-batches, accumulating gradients of the mean target-token
+    cross-entropy over all of them; returns that mean (nats/token). Gradients are synchronised between processes
+    on the last micro-batch only. No examples: a zero loss joins the all-reduce."""
+    if not examples:
+        accelerator.backward(sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0)
+        return 0.0
+    n_tokens = max(sum(n_target_tokens(e) for e in examples), 1)
+    chunks = [examples[i:i + micro_batch_size] for i in range(0, len(examples), micro_batch_size)]
+    total = 0.0
+    for j, chunk in enumerate(chunks):
+        sync = contextlib.nullcontext() if j == len(chunks) - 1 else accelerator.no_sync(model)
+        with sync:
+            with amp:
+                loss_sum = sft_loss_sum(model, chunk, pad_id, device)
+            accelerator.backward(loss_sum / n_tokens)
+        total += float(loss_sum.detach())
+    return total / n_tokens
 
 
 def prepare_teacher(base_model: str, population_records: list[Record], out_dir: Path, config: TeacherPrepConfig, *,
@@ -74,12 +108,10 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
         t0 = time.time()
         with accelerator.split_between_processes(list(step.positions)) as local:
             local = list(local)
-        with amp:
-            loss = (sft_loss(model, [examples[i] for i in local], pad_id, device) if local
-                    else sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0)
-        accelerator.backward(loss)
+        loss = accumulate_sft_step(accelerator, model, [examples[i] for i in local], pad_id, device, amp,
+                                   config.micro_batch_size)
         optim.apply_update(accelerator, model, optimizer, scheduler, config.max_grad_norm)
-        losses = gather_object([float(loss.detach())])
+        losses = gather_object([loss])
         ledger.append({"step": step.index, "epoch": step.epoch,
                        "record_ids": [population_records[i].record_id for i in step.positions],
                        "loss": sum(losses) / len(losses), "seconds": round(time.time() - t0, 4)})

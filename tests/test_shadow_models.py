@@ -279,6 +279,57 @@ def test_teacher_prep_then_distil_from_it(trained, tiny_model_dir, sample_record
     assert json.loads((out / "meta.json").read_text())["teacher_model"] == str(teacher)
 
 
+def _sft_examples(tokenizer, records):
+    from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
+    from shadow_models.teacher_prep import sft_example
+
+    return [sft_example(tokenizer, r, DEFAULT_TEACHER_TEMPLATE, 64) for r in records]
+
+
+def test_sft_loss_sum_equals_cross_entropy_over_full_logits(tiny_model_dir, tokenizer, sample_records):
+    """Logits restricted to target positions give the same summed cross-entropy as the full (B, L, V) logits."""
+    from leakaudit.models import load_model
+    from leakaudit.padding import position_ids
+    from shadow_models.teacher_prep import n_target_tokens, sft_loss_sum
+
+    model = load_model(tiny_model_dir)
+    examples = _sft_examples(tokenizer, sample_records[:3])
+    ids, mask = right_pad([e[0] for e in examples], 0, "cpu")
+    labels, _ = right_pad([e[1] for e in examples], -100, "cpu")
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, position_ids=position_ids(mask)).logits
+        logp = torch.log_softmax(full.float(), -1)
+        by_hand = sum(-logp[b, t, labels[b, t + 1]] for b in range(len(examples))
+                      for t in range(ids.shape[1] - 1) if labels[b, t + 1] != -100)
+        got = sft_loss_sum(model, examples, 0, "cpu")
+    assert float(got) == pytest.approx(float(by_hand), rel=1e-5)
+    assert sum(n_target_tokens(e) for e in examples) == int((labels[:, 1:] != -100).sum())
+
+
+def test_teacher_sft_micro_batches_give_the_full_batch_gradient(tiny_model_dir, tokenizer, sample_records):
+    """Accumulating micro-batches of 1, 3 or 8 sequences gives the gradient and loss of one pass over all 8."""
+    import contextlib
+
+    from accelerate import Accelerator
+
+    from leakaudit.models import load_model
+    from shadow_models.teacher_prep import accumulate_sft_step
+
+    examples = _sft_examples(tokenizer, sample_records)
+    grads, losses = [], []
+    for micro in (8, 3, 1):
+        model = load_model(tiny_model_dir)
+        loss = accumulate_sft_step(Accelerator(), model, examples, 0, "cpu", contextlib.nullcontext(), micro)
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+        losses.append(loss)
+    assert losses[0] > 0 and losses[1] == pytest.approx(losses[0], rel=1e-5)
+    assert losses[2] == pytest.approx(losses[0], rel=1e-5)
+    for other in grads[1:]:  # float rounding only: relative error of the whole gradient vector
+        assert float((other - grads[0]).norm() / grads[0].norm()) < 1e-5
+    with pytest.raises(ConfigError, match="micro_batch_size"):
+        TeacherPrepConfig(micro_batch_size=0)
+
+
 @pytest.mark.slow
 def test_real_smollm2_two_steps(tmp_path, sample_records):
     cfg = OPDConfig(batch_size=2, epochs=1, max_new_tokens=16, learning_rate=1e-5, bf16_autocast=True)

@@ -1,0 +1,80 @@
+"""Benchmark: peak resident memory and time of one teacher-SFT step by micro-batch size.
+
+One step of `shadow_models.teacher_prep.accumulate_sft_step` (bf16 autocast, fp32 weights, as prepare_teacher runs
+it) on the `--batch` longest code records (teacher prompt + reference, cut at 1024 tokens), each micro-batch size
+in a fresh subprocess so that ru_maxrss is that configuration's own high-water mark. The one-pass row
+(micro = batch) is what prepare_teacher did before micro-batching; the default preset's teacher used to peak at
+~21 GB resident on this 24 GB machine.
+
+    python bench/bench_teacher_memory.py                 # smollm2-135m, batch 8, micro 8 / 4 / 2 / 1
+    python bench/bench_teacher_memory.py --json bench/results/teacher_memory.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def one(model_ref: str, batch: int, micro: int) -> dict:
+    """Runs in the child: load, one accumulated step, report peak RSS (MB) and seconds."""
+    import contextlib
+
+    import torch
+    from accelerate import Accelerator
+
+    from leakaudit.data.sources import load_source
+    from leakaudit.models import LoadOptions, load_model, load_tokenizer
+    from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
+    from shadow_models.teacher_prep import accumulate_sft_step, sft_example
+
+    tok = load_tokenizer(model_ref)
+    examples = [sft_example(tok, r, DEFAULT_TEACHER_TEMPLATE, 1024) for r in load_source("humaneval")]
+    examples = sorted(examples, key=lambda e: -len(e[0]))[:batch]
+    model = load_model(model_ref, LoadOptions(dtype="float32", device="cpu"))
+    model.train()
+    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    amp = torch.autocast("cpu", dtype=torch.bfloat16)
+    t0 = time.time()
+    loss = accumulate_sft_step(Accelerator(), model, examples, int(tok.pad_token_id), "cpu", amp, micro)
+    return {"micro_batch_size": micro, "batch": batch, "seq_lengths": [len(e[0]) for e in examples],
+            "loss": round(loss, 5), "seconds": round(time.time() - t0, 2),
+            "peak_rss_mb_after_load": round(rss_loaded), "peak_rss_mb": round(resource.getrusage(
+                resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--micro", type=int, nargs="+", default=[8, 4, 2, 1])
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        print(json.dumps(one(args.model, args.batch, args.child)))
+        return
+    rows = []
+    for micro in args.micro:
+        proc = subprocess.run([sys.executable, __file__, "--model", args.model, "--batch", str(args.batch),
+                               "--child", str(micro)], capture_output=True, text=True, check=True)
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        r = rows[-1]
+        print(f"micro {micro}: peak RSS {r['peak_rss_mb']} MB (after load {r['peak_rss_mb_after_load']}), "
+              f"{r['seconds']} s, loss {r['loss']}", flush=True)
+    result = {"rows": rows, "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+              "loadavg": os.getloadavg(), "torch_threads": os.environ.get("OMP_NUM_THREADS", "default")}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
