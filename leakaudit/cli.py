@@ -83,6 +83,7 @@ def plan(
     n_references: int = typer.Option(4, help="disjoint: reference students."),
     records_per_reference: int = typer.Option(8, help="disjoint: population records per reference."),
     null_student: bool = typer.Option(True, help="keep_matrix: add a null student per domain."),
+    keep_design: str = typer.Option("lira", help="keep_matrix: 'lira' (random halves) or 'balanced_subsets'."),
     seed: int = typer.Option(0),
 ) -> None:
     """Write a seeded membership plan."""
@@ -95,7 +96,7 @@ def plan(
         pools.setdefault(r.domain, []).append(r.record_id)
     if design == "keep_matrix":
         p = keep_matrix_plan(pools, n_students=n_students, n_candidates=n_candidates, n_population=n_population,
-                             seed=seed, null_student=null_student)
+                             seed=seed, null_student=null_student, keep_design=keep_design)
     elif design == "disjoint":
         if len(pools) != 1:
             raise typer.BadParameter("disjoint design takes records of one domain")

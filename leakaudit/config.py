@@ -74,6 +74,11 @@ class PlanConfig:
     n_matched_references: int = 0
     """References per record for Leaky (OUT) and LiRA-online (IN); 0 = the most every record allows,
     n_students/2 - 1, fixed so the count never depends on membership."""
+    keep_design: str = "lira"
+    """'lira' (random balanced halves) or 'balanced_subsets' (every IN-set of size n_students/2 equally often,
+    so that which student is a record's matched reference does not depend on its label; see
+    leakaudit.membership.balanced_subsets_keep_matrix). With 4 students 'lira' confounds reference identity
+    with membership (bench/reference_confound.py)."""
 
     def __post_init__(self) -> None:
         if self.n_students < 2 or self.n_students % 2:
@@ -83,6 +88,8 @@ class PlanConfig:
                               f"{self.n_students // 2 - 1}] or 0")
         if self.n_students < 4:
             raise ConfigError("plan.n_students must be >= 4 so every record has at least one matched reference")
+        if self.keep_design not in ("lira", "balanced_subsets"):
+            raise ConfigError(f"plan.keep_design must be 'lira' or 'balanced_subsets', got {self.keep_design!r}")
 
     @property
     def k_refs(self) -> int:

@@ -196,18 +196,58 @@ def keep_matrix(n_models: int, n_records: int, seed: int) -> np.ndarray:
     return keep
 
 
+KEEP_DESIGNS = ("lira", "balanced_subsets")
+
+
+def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np.ndarray:
+    """Bool matrix [n_models, n_records] in which every record is IN for exactly n_models/2 models and the
+    IN-sets are spread as evenly as possible over all C(M, M/2) subsets, taken in complementary pairs (S, not S).
+
+    Why (bench/reference_confound.py): with few students a record's matched OUT reference is nearly forced for a
+    target's non-members (M = 4: exactly one other student is OUT), so under ``keep_matrix`` (LiRA's random
+    halves) which student serves as reference is correlated with the label: in the default study 6 of a target's
+    8 non-members shared one reference, and per-student offsets then separated the null target's labels (AUROC
+    0.125 and 0.984 in two runs). With every subset used equally often, each other student is a target's OUT
+    reference for its members and its non-members at the same rate (exactly when n_records is a multiple of
+    C(M, M/2), to within one record otherwise). Complementary pairs keep every model at n_records/2 members
+    for even n_records. Seeded: the order of subset pairs and the assignment of records to them.
+    """
+    from itertools import combinations
+
+    if n_models < 2 or n_models % 2:
+        raise ConfigError(f"keep-matrix design needs an even number of students >= 2, got {n_models}")
+    rng = np.random.default_rng(seed)
+    half = n_models // 2
+    pairs = [frozenset(c) for c in combinations(range(n_models), half) if 0 in c]  # one of each (S, not S)
+    order = rng.permutation(len(pairs))
+    subsets: list[frozenset] = []
+    while len(subsets) < n_records:
+        for i in order:
+            subsets += [pairs[i], frozenset(range(n_models)) - pairs[i]]
+        order = rng.permutation(len(pairs))
+    subsets = subsets[:n_records]
+    keep = np.zeros((n_models, n_records), dtype=bool)
+    for record, i in enumerate(rng.permutation(n_records)):
+        keep[list(subsets[i]), record] = True
+    return keep
+
+
 def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_candidates: int, n_population: int,
-                     seed: int, null_student: bool = True) -> MembershipPlan:
+                     seed: int, null_student: bool = True, keep_design: str = "lira") -> MembershipPlan:
     """Study plan: for each domain, cut its pool into candidates and population, then a balanced keep matrix.
 
     Model ids: ``<domain>-s<j>`` for students, ``<domain>-null`` for the null student (trained on
     n_candidates/2 population records, i.e. as many records as each student, but none of them candidates).
+    keep_design: 'lira' (``keep_matrix``) or 'balanced_subsets' (``balanced_subsets_keep_matrix``).
     """
+    if keep_design not in KEEP_DESIGNS:
+        raise ConfigError(f"plan.keep_design must be one of {KEEP_DESIGNS}, got {keep_design!r}")
+    build = keep_matrix if keep_design == "lira" else balanced_subsets_keep_matrix
     rows, models, candidates, population = [], {}, {}, {}
     for domain in sorted(pools):
         cand, pop = split_pool(list(pools[domain]), n_candidates, n_population, seed, salt=domain)
         candidates[domain], population[domain] = cand, pop
-        keep = keep_matrix(n_students, len(cand), _stable_seed(seed, "keep", domain) % 2**32)
+        keep = build(n_students, len(cand), _stable_seed(seed, "keep", domain) % 2**32)
         for j in range(n_students):
             model_id = f"{domain}-s{j}"
             models[model_id] = {"domain": domain, "role": "student"}
@@ -224,6 +264,8 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
     params = {"n_students": n_students, "n_candidates": n_candidates, "n_population": n_population,
               "null_student": null_student}
+    if keep_design != "lira":  # recorded only when not the default, so existing plans compare equal
+        params["keep_design"] = keep_design
     return MembershipPlan("keep_matrix", seed, params, models, candidates, population, table)
 
 

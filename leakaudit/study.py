@@ -176,7 +176,7 @@ class Study:
             pools.setdefault(r.domain, []).append(r.record_id)
         plan = keep_matrix_plan(pools, n_students=self.cfg.plan.n_students, n_candidates=self.cfg.data.n_candidates,
                                 n_population=self.cfg.data.n_population, seed=self.cfg.seed,
-                                null_student=self.cfg.plan.null_student)
+                                null_student=self.cfg.plan.null_student, keep_design=self.cfg.plan.keep_design)
         plan.save(self.run.plan_dir)
 
     def stage_teacher(self) -> None:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from leakaudit.errors import ConfigError, InputError
-from leakaudit.membership import (MembershipPlan, disjoint_plan, keep_matrix, keep_matrix_plan, split_pool,
-                                 teacher_slice)
+from leakaudit.membership import (MembershipPlan, balanced_subsets_keep_matrix, disjoint_plan, keep_matrix,
+                                 keep_matrix_plan, split_pool, teacher_slice)
 
 
 def _pools(n=30):
@@ -18,6 +18,43 @@ def test_keep_matrix_is_balanced_per_record():
     assert (keep.sum(0) == 3).all()
     assert (keep.sum(1) == 25).all()  # every target sees equal numbers of members and non-members
     assert len({tuple(row) for row in keep}) == 6
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_balanced_subsets_use_every_half_equally(seed):
+    from collections import Counter
+
+    keep = balanced_subsets_keep_matrix(4, 24, seed=seed)
+    assert (keep.sum(0) == 2).all() and (keep.sum(1) == 12).all()
+    counts = Counter(tuple(np.flatnonzero(keep[:, j])) for j in range(24))
+    assert len(counts) == 6 and set(counts.values()) == {4}  # C(4, 2) = 6 subsets, 24 / 6 each
+    ragged = balanced_subsets_keep_matrix(4, 16, seed=seed)  # 16 is not a multiple of 6: within one
+    assert (ragged.sum(0) == 2).all() and (ragged.sum(1) == 8).all()
+    assert set(Counter(tuple(np.flatnonzero(ragged[:, j])) for j in range(16)).values()) <= {2, 3}
+    wide = balanced_subsets_keep_matrix(6, 40, seed=seed)  # C(6, 3) = 20 subsets, each twice
+    assert (wide.sum(0) == 3).all() and (wide.sum(1) == 20).all()
+    assert set(Counter(tuple(np.flatnonzero(wide[:, j])) for j in range(40)).values()) == {2}
+
+
+def test_balanced_subsets_make_the_forced_reference_independent_of_the_label():
+    """With 4 students a target's non-member has exactly one other OUT student (its reference is forced); under
+    balanced subsets every other student is that reference equally often, for members' OUT students too."""
+    from collections import Counter
+
+    plan = keep_matrix_plan(_pools(40), n_students=4, n_candidates=24, n_population=12, seed=5,
+                            keep_design="balanced_subsets")
+    assert plan.params["keep_design"] == "balanced_subsets"
+    for target in plan.models_of("math", "student"):
+        others = [m for m in plan.models_of("math", "student") if m != target]
+        forced, member_outs = Counter(), Counter()
+        for rid in plan.candidates["math"]:
+            outs = [m for m in others if not plan.is_member(m, rid)]
+            (member_outs if plan.is_member(target, rid) else forced).update(outs)
+        assert sorted(forced.values()) == [4, 4, 4] and sorted(member_outs.values()) == [8, 8, 8]
+    assert keep_matrix_plan(_pools(40), n_students=4, n_candidates=24, n_population=12, seed=5,
+                            keep_design="balanced_subsets").equals(plan)
+    with pytest.raises(ConfigError, match="keep_design"):
+        keep_matrix_plan(_pools(), n_students=4, n_candidates=12, n_population=8, seed=5, keep_design="other")
 
 
 def test_keep_matrix_rejects_odd_model_count():
