@@ -64,6 +64,33 @@ def fresh_scorers(plan: MembershipPlan, view: TargetView, k_refs: int) -> dict[s
     return needs
 
 
+def reference_balance(plan: MembershipPlan, k_refs: int) -> list[dict]:
+    """Per target: how often each student is a matched OUT reference (the ones `build_inputs` uses for fresh
+    trajectories) for the target's members vs its non-members, and the total variation distance between those two
+    distributions (0 = reference identity says nothing about the label; 1 = it gives the label away).
+
+    Computed from the plan alone. Students differ by large per-model offsets, so a reference-based score inherits
+    any such imbalance as a spurious signal: with 4 students and LiRA's random halves a target's non-member has
+    exactly one other OUT student, and distances of 0.75 were seen (bench/reference_confound.py).
+    Rows: {target, label_source, null_check, tvd, refs_members: {model: count}, refs_nonmembers: {...}}.
+    """
+    rows = []
+    for view in target_views(plan):
+        labels = plan.labels(view.label_source)
+        counts: dict[bool, dict[str, int]] = {True: {}, False: {}}
+        for rid in plan.candidates[view.domain]:
+            for m in plan.references_for(view.target, rid, member=False, k=k_refs, exclude=excluded_references(view)):
+                counts[labels[rid]][m] = counts[labels[rid]].get(m, 0) + 1
+        n_in, n_out = sum(counts[True].values()), sum(counts[False].values())
+        models = sorted(set(counts[True]) | set(counts[False]))
+        tvd = (0.5 * sum(abs(counts[True].get(m, 0) / n_in - counts[False].get(m, 0) / n_out) for m in models)
+               if n_in and n_out else float("nan"))
+        rows.append({"target": view.target, "label_source": view.label_source, "null_check": view.null_check,
+                     "tvd": round(tvd, 4), "refs_members": dict(sorted(counts[True].items())),
+                     "refs_nonmembers": dict(sorted(counts[False].items()))})
+    return rows
+
+
 def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict[str, Record], *,
                  k_refs: int, fresh_dir, fixed_path) -> AttackInputs:
     """Assemble AttackInputs for one target. `fresh_dir(target)` and `fixed_path(model_id)` locate the store."""

@@ -158,3 +158,45 @@ def test_members_and_nonmembers_are_random_not_positional():
     idx = sorted(int(r[1:]) for r in plan.candidates["math"])
     assert idx != list(range(20))
     assert np.mean(idx) > 10
+
+
+def _hand_plan(in_sets: list[tuple[int, int]]) -> MembershipPlan:
+    """4 students s0..s3 of domain 'code'; candidate r<i> is IN for the two students in in_sets[i]."""
+    import pandas as pd
+
+    models = {f"code-s{j}": {"domain": "code", "role": "student"} for j in range(4)}
+    cands = [f"r{i}" for i in range(len(in_sets))]
+    rows = [(rid, f"code-s{j}", j in pair) for rid, pair in zip(cands, in_sets) for j in range(4)]
+    table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
+    return MembershipPlan("keep_matrix", 0, {"n_students": 4}, models, {"code": cands}, {"code": []}, table)
+
+
+def test_reference_balance_golden_values():
+    from leakaudit.assemble import reference_balance
+
+    # every target's members share one IN-set and its non-members the complement: the reference is the label
+    skewed = {r["target"]: r for r in reference_balance(_hand_plan([(0, 1)] * 3 + [(2, 3)] * 3), k_refs=1)}
+    assert skewed["code-s0"]["refs_nonmembers"] == {"code-s1": 3}  # non-members' only other OUT student
+    assert set(skewed["code-s0"]["refs_members"]) <= {"code-s2", "code-s3"}
+    assert all(r["tvd"] == 1.0 for r in skewed.values())
+    # each of the 6 IN-sets once: target s0's non-members r3 {1,2}, r4 {1,3}, r5 {2,3} get s3, s2, s1
+    every = {r["target"]: r for r in reference_balance(
+        _hand_plan([(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]), k_refs=1)}
+    assert every["code-s0"]["refs_nonmembers"] == {"code-s1": 1, "code-s2": 1, "code-s3": 1}
+    members = every["code-s0"]["refs_members"]  # r0 {0,1} -> s2|s3, r1 {0,2} -> s1|s3, r2 {0,3} -> s1|s2
+    expected_tvd = 0.5 * sum(abs(members.get(m, 0) / 3 - 1 / 3) for m in ("code-s1", "code-s2", "code-s3"))
+    assert every["code-s0"]["tvd"] == pytest.approx(expected_tvd, abs=1e-4)
+
+
+def test_report_warns_when_reference_identity_gives_the_label_away(tmp_path):
+    import json
+
+    from fake_run import write_fake_run
+    from leakaudit.report import build_report
+
+    root = write_fake_run(tmp_path / "study")
+    _hand_plan([(0, 1)] * 3 + [(2, 3)] * 3).save(root)
+    html = build_report(root, n_boot=50).read_text()
+    assert "Reference identity is tied to membership (largest distance 1.00)" in html
+    balance = json.loads((root / "metrics.json").read_text())["reference_balance"]
+    assert [r["tvd"] for r in balance] == [1.0] * 4

@@ -37,6 +37,45 @@ def run_metrics(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFra
     return run.metrics if run.metrics is not None else compute_metrics(run, n_boot=n_boot, seed=seed)
 
 
+REFERENCE_TVD_WARN = 0.5
+"""Above this total variation distance between members' and non-members' reference identities the report warns."""
+
+
+def design_check(rd: RunDir, config: dict) -> list[dict]:
+    """`leakaudit.assemble.reference_balance` for a study's keep-matrix plan; [] for audits or runs without one."""
+    from leakaudit.assemble import reference_balance
+    from leakaudit.config import PlanConfig
+    from leakaudit.membership import MembershipPlan
+
+    if not (rd.membership.is_file() and (rd.plan_dir / "plan.json").is_file()):
+        return []
+    plan = MembershipPlan.load(rd.plan_dir)
+    if plan.design != "keep_matrix":
+        return []
+    plan_cfg = PlanConfig(**{k: v for k, v in (config.get("plan") or {}).items()
+                             if k in PlanConfig.__dataclass_fields__})
+    return reference_balance(plan, plan_cfg.k_refs)
+
+
+def design_check_section(rows: list[dict]) -> str:
+    """HTML: the per-target reference-balance table and a verdict against REFERENCE_TVD_WARN."""
+    worst = max((r["tvd"] for r in rows), default=0.0)
+    bad = worst > REFERENCE_TVD_WARN
+    verdict = (f'<p class="{"fail" if bad else "pass"}">'
+               + (f"Reference identity is tied to membership (largest distance {worst:.2f}): attacks that use "
+                  "reference students (Leaky, fresh_gap_*, LiRA, RMIA, ref_ratio_refs) can separate members from "
+                  "non-members through WHICH student each record got as reference, since students differ by "
+                  "large offsets. Use plan.keep_design: balanced_subsets, or more students."
+                  if bad else f"Reference identity is balanced between members and non-members (largest "
+                  f"distance {worst:.2f}).") + "</p>")
+    df = pd.DataFrame([{**r, "refs_members": str(r["refs_members"]), "refs_nonmembers": str(r["refs_nonmembers"])}
+                       for r in rows])
+    note = ('<p class="note">Per target: how often each student serves as the matched OUT reference for its members '
+            'and for its non-members, and the total variation distance between the two (0 = none, 1 = the '
+            'reference gives the label away). Computed from the plan alone.</p>')
+    return H.section("Design check: reference balance", verdict, note, H.table(df), anchor="design")
+
+
 def null_check_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """Null-target AUROC per attack (pooled over null targets) and whether its 95% CI contains 0.5."""
     if metrics.empty:
@@ -116,6 +155,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
     headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
+    balance = design_check(rd, run.config)
 
     with staging_dir(rd.plots) as tmp_plots:
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
@@ -138,9 +178,11 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "results": _records(metrics),
         "headline": _records(headline),
         "null_check": _records(nulls),
+        "reference_balance": balance,
         "plots": sorted(p.name for p in made.values()),
     }))
-    page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed)
+    page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
+                       balance=balance)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -149,7 +191,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
 
 def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nulls: pd.DataFrame,
                 negatives: pd.DataFrame, config: dict, leak_map: dict | None, made: dict[str, Path], *,
-                n_boot: int, seed: int) -> str:
+                n_boot: int, seed: int, balance: list[dict] | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
     secs = []
@@ -177,6 +219,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                    'coverage).</p>')
         secs.append(H.section("Null check", verdict, H.table(nulls), plot("null_check", "null check"),
                               anchor="null"))
+    if balance:
+        secs.append(design_check_section(balance))
     if not negatives.empty:
         secs.append(H.section("Number of negatives", '<p class="note">TPR at FPR α is resolvable only when '
                               'α · n_neg ≥ 1; otherwise the reported value is the TPR at FPR 0.</p>',
