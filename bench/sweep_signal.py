@@ -31,6 +31,10 @@ POINTS: dict[str, list[str]] = {
     # the hand experiment of issue 6 inside the pipeline: a teacher prepared on 96 records, 8 members per student
     "code_teacher96_m8_e30": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96", "data.n_candidates=16",
                               "training.epochs=30", "training.batch_size=8", "training.max_new_tokens=48"],
+    # the same with the subset-balanced keep matrix (reference identity independent of the label)
+    "code_teacher96_m8_e30_balanced": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
+                                       "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
+                                       "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],
     "mathmed_teacher48_m8_e20": ["data.domains={math: {source: champ}, medical: {source: medical}}",
                                  "teacher.kind=prepared", "data.n_teacher_records=48", "teacher.prep={epochs: 2}",
                                  "data.n_candidates=16", "training.epochs=20", "training.batch_size=8",
