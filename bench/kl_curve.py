@@ -16,6 +16,7 @@ Records: a seeded shuffle of the source split into members / held-out / populati
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
@@ -23,14 +24,14 @@ import numpy as np
 
 from leakaudit.data.sources import load_source
 from leakaudit.prompting import reference_text_ids, student_prompt_ids
-from leakaudit.signals.backend import SamplingConfig, make_backend, open_backend
+from leakaudit.signals.backend import SamplingConfig, open_backend
 from member_kl import sampled_teacher_kl
 from shadow_models import OPDConfig, train_student
 from shadow_models.teacher_prep import TeacherPrepConfig, prepare_teacher
 
 
-def mean_ref_logp(model_ref: str, tokenizer, records) -> float:
-    backend = make_backend("transformers", model_ref)
+def mean_ref_logp(backend, tokenizer, records) -> float:
+    """Mean over records of the mean per-token log p (nats) of the reference text after the student prompt."""
     scores = backend.score([student_prompt_ids(tokenizer, r) for r in records],
                            [reference_text_ids(tokenizer, r) for r in records])
     return float(np.mean([s.logp.mean() for s in scores]))
@@ -81,20 +82,20 @@ def main() -> None:
         "source": args.source, "teacher": args.teacher, "members": args.members, "epochs": args.epochs,
         "learning_rate": args.lr, "loss": args.loss,
         "teacher_kl_by_epoch": curve,
-        "heldout_ref_logp_base": round(mean_ref_logp(args.base_model, tok, heldout), 4),
-        "heldout_ref_logp_student": round(mean_ref_logp(str(student), tok, heldout), 4),
-        "member_ref_logp_base": round(mean_ref_logp(args.base_model, tok, members), 4),
-        "member_ref_logp_student": round(mean_ref_logp(str(student), tok, members), 4),
     }
-    if args.kl_samples > 0:
-        kl_cfg = SamplingConfig(n_per_record=args.kl_samples, temperature=cfg.temperature, top_p=cfg.top_p,
-                                max_new_tokens=args.max_new_tokens, seed=args.seed)
-        with open_backend("transformers", teacher or args.base_model) as t:
-            for who, ref in (("base", args.base_model), ("student", str(student))):
-                with open_backend("transformers", ref) as s:
+    kl_cfg = SamplingConfig(n_per_record=args.kl_samples, temperature=cfg.temperature, top_p=cfg.top_p,
+                            max_new_tokens=args.max_new_tokens, seed=args.seed) if args.kl_samples > 0 else None
+    with contextlib.ExitStack() as stack:
+        t = stack.enter_context(open_backend("transformers", teacher or args.base_model)) if kl_cfg else None
+        for who, ref in (("base", args.base_model), ("student", str(student))):
+            with open_backend("transformers", ref) as s:
+                for split, recs in (("heldout", heldout), ("member", members)):
+                    result[f"{split}_ref_logp_{who}"] = round(mean_ref_logp(s, tok, recs), 4)
+                if kl_cfg:
                     for split, recs in (("members", members), ("heldout", heldout)):
                         kl = sampled_teacher_kl(s, t, tok, recs, kl_cfg, cfg.teacher_template)
                         result[f"kl_hat_{split}_{who}"] = round(float(np.nanmean(kl)), 4)
+    if kl_cfg:
         result["kl_hat_samples_per_record"] = args.kl_samples
     (args.out / f"kl_curve_{name}.json").write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from leakaudit.assemble import excluded_references, target_views
+from leakaudit.assemble import out_references, target_views
 from leakaudit.membership import MembershipPlan
 from leakaudit.rundir import RunDir
 from leakaudit.signals.store import load_logp
@@ -60,15 +60,15 @@ def analyse(run_root: Path, k_refs: int = 1) -> dict:
     out = {}
     for view in target_views(plan):
         labels_map = plan.labels(view.label_source)
-        target_lp = load_logp(run.fresh(view.target), view.target)
+        outs = out_references(plan, view, k_refs)
+        logps = {m: load_logp(run.fresh(view.target), m)
+                 for m in {view.target, *(m for chosen in outs.values() for m in chosen)}}
         ids = plan.candidates[view.domain]
         refs, gaps = [], []
         for rid in ids:
-            chosen = plan.references_for(view.target, rid, member=False, k=k_refs, exclude=excluded_references(view))
-            ref_gaps = [mean_logp(target_lp[rid]) - mean_logp(load_logp(run.fresh(view.target), m)[rid])
-                        for m in chosen]
-            refs.append("+".join(chosen))
-            gaps.append(min(ref_gaps))  # gap to the max over references
+            target_mean = mean_logp(logps[view.target][rid])
+            refs.append("+".join(outs[rid]))
+            gaps.append(min(target_mean - mean_logp(logps[m][rid]) for m in outs[rid]))  # gap to the max reference
         gaps_arr, labels = np.array(gaps), np.array([labels_map[r] for r in ids], dtype=bool)
         identity = np.array([np.mean([g for j, (g, r) in enumerate(zip(gaps, refs)) if r == refs[i] and j != i])
                              if refs.count(refs[i]) > 1 else np.nan for i in range(len(ids))])

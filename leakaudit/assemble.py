@@ -52,14 +52,22 @@ def excluded_references(view: TargetView) -> tuple[str, ...]:
     return (view.label_source,) if view.null_check else ()
 
 
-def fresh_scorers(plan: MembershipPlan, view: TargetView, k_refs: int) -> dict[str, list[str] | None]:
+def out_references(plan: MembershipPlan, view: TargetView, k_refs: int) -> dict[str, list[str]]:
+    """Candidate record_id -> the k matched OUT references of the view's target for that record (the seeded
+    choice of `MembershipPlan.references_for`; a null target never uses the student whose labels it borrows)."""
+    exclude = excluded_references(view)
+    return {rid: plan.references_for(view.target, rid, member=False, k=k_refs, exclude=exclude)
+            for rid in plan.candidates[view.domain]}
+
+
+def fresh_scorers(plan: MembershipPlan, view: TargetView, k_refs: int,
+                  outs: dict[str, list[str]] | None = None) -> dict[str, list[str] | None]:
     """Which models must score the target's fresh trajectories, and on which records (None = all of them):
     the target and the base on every candidate; each other student only on the records for which it is one of
-    the k matched OUT references (the same seeded choice `build_inputs` makes)."""
-    target, domain = view.target, view.domain
-    needs: dict[str, list[str] | None] = {target: None, BASE_ID: None}
-    for rid in plan.candidates[domain]:
-        for m in plan.references_for(target, rid, member=False, k=k_refs, exclude=excluded_references(view)):
+    the k matched OUT references (`outs`, computed by `out_references` when not given)."""
+    needs: dict[str, list[str] | None] = {view.target: None, BASE_ID: None}
+    for rid, refs in (outs if outs is not None else out_references(plan, view, k_refs)).items():
+        for m in refs:
             needs.setdefault(m, []).append(rid)
     return needs
 
@@ -78,8 +86,8 @@ def reference_balance(plan: MembershipPlan, k_refs: int) -> list[dict]:
     for view in target_views(plan):
         labels = plan.labels(view.label_source)
         counts: dict[bool, dict[str, int]] = {True: {}, False: {}}
-        for rid in plan.candidates[view.domain]:
-            for m in plan.references_for(view.target, rid, member=False, k=k_refs, exclude=excluded_references(view)):
+        for rid, refs in out_references(plan, view, k_refs).items():
+            for m in refs:
                 counts[labels[rid]][m] = counts[labels[rid]].get(m, 0) + 1
         n_in, n_out = sum(counts[True].values()), sum(counts[False].values())
         models = sorted(set(counts[True]) | set(counts[False]))
@@ -101,13 +109,14 @@ def build_inputs(run_root, plan: MembershipPlan, view: TargetView, records: dict
     students = [m for m in plan.models_of(domain, "student") if m != target and m not in excluded_references(view)]
 
     trajs = load_trajectories(fresh_dir(target))
-    fresh_lp = {m: load_logp(fresh_dir(target), m) for m in fresh_scorers(plan, view, k_refs)}
+    out_refs = out_references(plan, view, k_refs)
+    fresh_lp = {m: load_logp(fresh_dir(target), m) for m in fresh_scorers(plan, view, k_refs, out_refs)}
     fixed = {m: load_fixed(fixed_path(m)) for m in [target, BASE_ID, *students]}
 
     fresh_target, fresh_refs, fresh_base = [], [], []
     fixed_target, fixed_mu, fixed_sigma, fixed_base, fixed_refs, fixed_in = [], [], [], [], [], []
     for rid in cand:
-        outs = plan.references_for(target, rid, member=False, k=k_refs, exclude=excluded_references(view))
+        outs = out_refs[rid]
         ins = plan.references_for(target, rid, member=True, k=k_refs, exclude=excluded_references(view))
         n_traj = len(trajs[rid])
         fresh_target.append([fresh_lp[target][rid][j] for j in range(n_traj)])

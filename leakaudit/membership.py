@@ -163,6 +163,11 @@ def _shuffled(ids: list[str], seed: int, salt: str) -> list[str]:
     return [ids[i] for i in order]
 
 
+def _check_even_models(n_models: int) -> None:
+    if n_models < 2 or n_models % 2:
+        raise ConfigError(f"keep-matrix design needs an even number of students >= 2, got {n_models}")
+
+
 def keep_matrix(n_models: int, n_records: int, seed: int) -> np.ndarray:
     """Doubly balanced bool matrix [n_models, n_records]: every record is IN for exactly n_models/2 models
     (LiRA's construction) and, when n_records is even, every model has exactly n_records/2 members, so each
@@ -171,8 +176,7 @@ def keep_matrix(n_models: int, n_records: int, seed: int) -> np.ndarray:
     Built from LiRA's ``uniform(size=(M, N)).argsort(0) < M/2`` and then re-balanced across models by
     checkerboard swaps (a 2x2 block [[1,0],[0,1]] -> [[0,1],[1,0]] keeps every row and column sum), seeded.
     """
-    if n_models < 2 or n_models % 2:
-        raise ConfigError(f"keep-matrix design needs an even number of students >= 2, got {n_models}")
+    _check_even_models(n_models)
     rng = np.random.default_rng(seed)
     keep = rng.uniform(size=(n_models, n_records)).argsort(0) < n_models // 2
     if n_records % 2 == 0:
@@ -214,8 +218,7 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
     """
     from itertools import combinations
 
-    if n_models < 2 or n_models % 2:
-        raise ConfigError(f"keep-matrix design needs an even number of students >= 2, got {n_models}")
+    _check_even_models(n_models)
     rng = np.random.default_rng(seed)
     half = n_models // 2
     pairs = [frozenset(c) for c in combinations(range(n_models), half) if 0 in c]  # one of each (S, not S)

@@ -245,9 +245,10 @@ class Study:
                 sample_fresh(backend, self.tokenizer, cands, SamplingConfig(**sampling), self.run.fresh(v.target))
         # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
         k = self.cfg.plan.k_refs
+        scorers = {v.target: fresh_scorers(plan, v, k) for v in pending}
         needs: dict[str, list[tuple[str, list[str] | None]]] = {}
         for v in pending:
-            for m, record_ids in fresh_scorers(plan, v, k).items():
+            for m, record_ids in scorers[v.target].items():
                 needs.setdefault(m, []).append((v.target, record_ids))
         all_models = [BASE_ID, *plan.models]
         for m in tqdm(all_models, desc="score", disable=not self.progress):
@@ -262,7 +263,7 @@ class Study:
                 for target, record_ids in needs.get(m, []):
                     score_fresh(backend, m, self.run.fresh(target), record_ids=record_ids)
         for v in pending:
-            mark_done(self.run.fresh(v.target), {"scored_by": fresh_scorers(plan, v, k)})
+            mark_done(self.run.fresh(v.target), {"scored_by": scorers[v.target]})
 
     def _backend(self, model_id: str):
         from leakaudit.signals.backend import open_backend

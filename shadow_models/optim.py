@@ -30,6 +30,12 @@ def fast_forward(scheduler: Any, steps: int) -> None:
             scheduler.step()
 
 
+def zero_loss(model: Any) -> torch.Tensor:
+    """0 * sum of the trainable parameters: a process with no records this step still joins the gradient
+    all-reduce (with zero gradients) under `accelerate launch`."""
+    return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+
+
 def apply_update(accelerator: Any, model: Any, optimizer: Any, scheduler: Any, max_grad_norm: float) -> float:
     """Clip (if max_grad_norm > 0), step AdamW and the schedule, zero grads; returns the pre-clip grad norm."""
     params = [p for p in model.parameters() if p.requires_grad]

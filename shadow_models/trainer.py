@@ -166,7 +166,7 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
             kl_sum = float((gap * comp_mask).sum())
         lengths = [len(c) for c in completions]
     else:  # more processes than records in this (last) batch: join the gradient all-reduce with zeros
-        loss = sum(p.sum() for p in student.parameters() if p.requires_grad) * 0.0
+        loss = optim.zero_loss(student)
         kl_sum, lengths = 0.0, []
     accelerator.backward(loss)
     grad_norm = optim.apply_update(accelerator, student, optimizer, scheduler, config.max_grad_norm)

@@ -45,9 +45,9 @@ def design_check(rd: RunDir, config: dict) -> list[dict]:
     """`leakaudit.assemble.reference_balance` for a study's keep-matrix plan; [] for audits or runs without one."""
     from leakaudit.assemble import reference_balance
     from leakaudit.config import PlanConfig
-    from leakaudit.membership import MembershipPlan
+    from leakaudit.membership import PLAN_FILE, MembershipPlan
 
-    if not (rd.membership.is_file() and (rd.plan_dir / "plan.json").is_file()):
+    if not (rd.membership.is_file() and (rd.plan_dir / PLAN_FILE).is_file()):
         return []
     plan = MembershipPlan.load(rd.plan_dir)
     if plan.design != "keep_matrix":
