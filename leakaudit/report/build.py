@@ -14,6 +14,7 @@ from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.metrics import DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, resolvable_key, summarise, tpr_key
 from leakaudit.report import html as H
 from leakaudit.report import plots
+from leakaudit.report.health import training_health
 from leakaudit.report.leakmap import leak_map_figure
 from leakaudit.report.load import RunData, candidate_table, load_run, read_records_privileged
 from leakaudit.envinfo import library_versions
@@ -74,6 +75,20 @@ def design_check_section(rows: list[dict]) -> str:
             'and for its non-members, and the total variation distance between the two (0 = none, 1 = the '
             'reference gives the label away). Computed from the plan alone.</p>')
     return H.section("Design check: reference balance", verdict, note, H.table(df), anchor="design")
+
+
+def training_check_section(rows: list[dict]) -> str:
+    """HTML: per student, the teacher KL at the first step, its minimum and at the end, and a verdict."""
+    bad = [r["model_id"] for r in rows if not r["moved_toward_teacher"]]
+    verdict = (f'<p class="{"fail" if bad else "pass"}">'
+               + (f"{len(bad)} of {len(rows)} students ended FURTHER from their teacher than they started "
+                  f"({', '.join(bad)}): they did not learn what the teacher taught (often a collapse into a "
+                  "degenerate output). Attacks on them, and the null check if one is the null student, say little."
+                  if bad else f"Every one of the {len(rows)} students ended closer to its teacher than it started.")
+               + "</p>")
+    note = ('<p class="note">teacher_kl: mean per-token KL(student || teacher) on each training step\'s own samples '
+            '(nats/token), from the students\' ledgers; last = mean of the final steps.</p>')
+    return H.section("Training check", verdict, note, H.table(pd.DataFrame(rows)), anchor="training")
 
 
 def null_check_table(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -156,6 +171,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
     balance = design_check(rd, run.config)
+    health = training_health(rd.root / "models")
 
     with staging_dir(rd.plots) as tmp_plots:
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
@@ -179,10 +195,11 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "headline": _records(headline),
         "null_check": _records(nulls),
         "reference_balance": balance,
+        "training_health": health,
         "plots": sorted(p.name for p in made.values()),
     }))
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
-                       balance=balance)
+                       balance=balance, health=health)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -191,7 +208,8 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
 
 def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nulls: pd.DataFrame,
                 negatives: pd.DataFrame, config: dict, leak_map: dict | None, made: dict[str, Path], *,
-                n_boot: int, seed: int, balance: list[dict] | None = None) -> str:
+                n_boot: int, seed: int, balance: list[dict] | None = None,
+                health: list[dict] | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
     secs = []
@@ -221,6 +239,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                               anchor="null"))
     if balance:
         secs.append(design_check_section(balance))
+    if health:
+        secs.append(training_check_section(health))
     if not negatives.empty:
         secs.append(H.section("Number of negatives", '<p class="note">TPR at FPR α is resolvable only when '
                               'α · n_neg ≥ 1; otherwise the reported value is the TPR at FPR 0.</p>',
