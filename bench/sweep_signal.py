@@ -35,6 +35,16 @@ POINTS: dict[str, list[str]] = {
     "code_teacher96_m8_e30_balanced": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
                                        "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                        "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],
+    # the same with HumanEval records whose privileged text is the canonical BODY and whose student is asked for the
+    # body only (before: the whole function, so trajectories restated the docstring; README); = preset default
+    "code_body_m8_e30_balanced": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
+                                  "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
+                                  "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],
+    # ... trained with the full-vocabulary reverse KL instead of the sampled-token estimator
+    "code_body_m8_e30_balanced_full_rkl": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
+                                           "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
+                                           "training.max_new_tokens=48", "plan.keep_design=balanced_subsets",
+                                           "training.loss=full_rkl"],
     "mathmed_teacher48_m8_e20": ["data.domains={math: {source: champ}, medical: {source: medical}}",
                                  "teacher.kind=prepared", "data.n_teacher_records=48", "teacher.prep={epochs: 2}",
                                  "data.n_candidates=16", "training.epochs=20", "training.batch_size=8",

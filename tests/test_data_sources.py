@@ -35,16 +35,19 @@ def test_champ_has_270_problems_with_solution_only_in_privileged():
     assert all(r.answer for r in records)
 
 
-def test_humaneval_privileged_is_the_complete_canonical_function_and_tests_are_dropped():
+def test_humaneval_privileged_is_the_canonical_body_only_and_tests_are_dropped():
     records = load_source("humaneval")
     assert len(records) == 164
     r = next(r for r in records if r.meta["task_id"] == "HumanEval/0")
     assert r.meta["entry_point"] == "has_close_elements" and r.answer is None and r.domain == "code"
     assert "def has_close_elements(numbers: List[float], threshold: float) -> bool:" in r.prompt
     assert "distance = abs(elem - elem2)" not in r.prompt
-    assert r.privileged.startswith("from typing import List\n\n\ndef has_close_elements(")
-    assert "    \"\"\"\n    for idx, elem in enumerate(numbers):" in r.privileged
-    assert r.privileged.rstrip().endswith("return False")
+    assert "Write only its body" in r.prompt
+    # the body as the dataset gives it, indented, and nothing the prompt already shows
+    assert r.privileged.startswith("    for idx, elem in enumerate(numbers):\n")
+    assert r.privileged.rstrip().endswith("return False") and r.privileged.endswith("\n")
+    assert not any("def " + x.meta["entry_point"] + "(" in x.privileged.split("\n")[0] for x in records)
+    assert not any('"""' in x.privileged.split("\n")[0] for x in records)
     assert not any("def check(candidate)" in x.privileged or "METADATA" in x.privileged for x in records)
 
 
