@@ -57,7 +57,7 @@ def test_file_overrides_preset(tmp_path):
 
 
 def test_default_preset_is_the_measured_sweep_point():
-    """README's default-study table comes from bench/sweep_signal.py's code_teacher96_m8_e30_balanced run (on top
+    """README's default-study table comes from bench/sweep_signal.py's code_body_m8_e30_balanced_full_rkl run (on top
     of preset quick): the default preset must resolve to exactly that config, name aside."""
     import importlib.util
     from pathlib import Path
@@ -66,7 +66,7 @@ def test_default_preset_is_the_measured_sweep_point():
     spec = importlib.util.spec_from_file_location("sweep_signal", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    measured = load_config(preset="quick", overrides=[*sweep.POINTS["code_teacher96_m8_e30_balanced"], "name=default"])
+    measured = load_config(preset="quick", overrides=[*sweep.POINTS["code_body_m8_e30_balanced_full_rkl"], "name=default"])
     assert load_config(preset="default").to_dict() == measured.to_dict()
 
 
