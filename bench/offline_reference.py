@@ -28,9 +28,9 @@ leaky_offline 0.48-0.52.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ import pandas as pd
 
 from attacks import run_attack
 from attacks.leaky import LeakyParams
+from _run_cli import main_over_runs
 from leakaudit.assemble import build_inputs, target_views
 from leakaudit.config import load_config
 from leakaudit.data.records import read_jsonl
@@ -86,9 +87,9 @@ def analyse(run_root: Path, n_boot: int) -> dict:
         base_refs = [[lp[None, :] for lp in per] for per in inputs.fresh_base]
         variants = {
             "leaky_matched": run_attack("leaky", inputs),
-            "leaky_offline": run_attack("leaky", _with_refs(inputs, offline_refs)),
-            "gap_offline": run_attack("leaky", _with_refs(inputs, offline_refs), LeakyParams(slope=1.0)),
-            "leaky_base": run_attack("leaky", _with_refs(inputs, base_refs)),
+            "leaky_offline": run_attack("leaky", replace(inputs, fresh_refs=offline_refs)),
+            "gap_offline": run_attack("leaky", replace(inputs, fresh_refs=offline_refs), LeakyParams(slope=1.0)),
+            "leaky_base": run_attack("leaky", replace(inputs, fresh_refs=base_refs)),
             "fresh_loss": run_attack("fresh_loss", inputs),
         }
         for name, score in variants.items():
@@ -106,22 +107,6 @@ def analyse(run_root: Path, n_boot: int) -> dict:
     return out
 
 
-def _with_refs(inputs, fresh_refs):
-    from dataclasses import replace
-    return replace(inputs, fresh_refs=fresh_refs)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dirs", type=Path, nargs="+")
-    ap.add_argument("--n-boot", type=int, default=1000)
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
-    res = [analyse(r, args.n_boot) for r in args.run_dirs]
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
-
 
 if __name__ == "__main__":
-    main()
+    main_over_runs(analyse, __doc__)

@@ -15,7 +15,6 @@ attack; here it is a diagnostic of WHERE the signal is, not one of the registere
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 from pathlib import Path
@@ -24,6 +23,7 @@ import numpy as np
 import pandas as pd
 from transformers import AutoTokenizer
 
+from _run_cli import main_over_runs
 from leakaudit.assemble import target_views
 from leakaudit.data.records import read_jsonl
 from leakaudit.membership import MembershipPlan
@@ -65,17 +65,5 @@ def analyse(run_root: Path, n_boot: int) -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dirs", type=Path, nargs="+")
-    ap.add_argument("--n-boot", type=int, default=1000)
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
-    res = [analyse(r, args.n_boot) for r in args.run_dirs]
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
-
-
 if __name__ == "__main__":
-    main()
+    main_over_runs(analyse, __doc__)

@@ -10,27 +10,19 @@ says). Attacks against such a student, and the null check when it is the null st
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from leakaudit.errors import InputError
+from leakaudit.data.records import jsonl_rows
 
 LAST_STEPS = 3
 """The final KL is the mean over this many last steps (one step's KL is noisy)."""
 
 
 def ledger_kl(path: Path) -> list[float]:
-    """teacher_kl of every step in a ledger.jsonl, in step order; [] when no line carries it."""
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON ({e.msg})", path=str(path), line=n) from e
-        if isinstance(row, dict) and row.get("teacher_kl") is not None:
-            rows.append((int(row.get("step", n - 1)), float(row["teacher_kl"])))
+    """teacher_kl of every step in a ledger.jsonl, in step order; [] when no line carries it. A bad line is an
+    InputError naming the file and line (`leakaudit.data.records.jsonl_rows`)."""
+    rows = [(int(row.get("step", n - 1)), float(row["teacher_kl"]))
+            for n, row in jsonl_rows(path) if row.get("teacher_kl") is not None]
     return [kl for _, kl in sorted(rows)]
 
 
