@@ -15,13 +15,20 @@ log, per token, teacher-forced.
     fixed_base          list[ndarray]              [N][T]       the reference text under the base model
     fixed_refs          list[ndarray]              [N][R2, T]   under the record's IN and OUT references
     fixed_ref_in        list[ndarray]              [N][R2]      bool: that reference trained on the record
+    fixed_ref_cols      list[ndarray]              [N][R2]      int: the population_refs column of that reference
     population_target   ndarray                    [Z]          mean log p of each population text, target
     population_refs     ndarray                    [Z, R3]      the same under every reference student
     labels              ndarray                    [N]          0/1 membership; read ONLY by `blind_text`
 
+fixed_ref_cols ties the two reference layouts together: row r of fixed_refs[i] and column fixed_ref_cols[i][r]
+of population_refs are the same reference model, so an attack that compares a record with population records
+(RMIA) can use the record's own reference models on both sides. Integers in [0, R3), no repeats within a
+record.
+
 Any field except `record_ids` may be None when the pipeline did not compute it; `run_attack` checks the
-attack's declared needs and raises `InputError` naming the missing field. `validate(fields)` checks lengths,
-shapes and finiteness and names the offending record_id and field.
+attack's declared needs and raises `InputError` naming the missing field, and hands the attack a copy of the
+inputs in which every field outside its needs is None (so no attack can read `labels`, say, unless it declares
+it). `validate(fields)` checks lengths, shapes and finiteness and names the offending record_id and field.
 
 Sign convention: every attack returns float64 [N], higher = more likely member.
 
@@ -43,7 +50,7 @@ from leakaudit.errors import ConfigError, InputError
 
 FRESH_FIELDS = ("fresh_target", "fresh_refs", "fresh_base")
 FIXED_PER_TOKEN = ("fixed_target", "fixed_target_mu", "fixed_target_sigma", "fixed_base")
-INPUT_FIELDS = ("texts", *FRESH_FIELDS, *FIXED_PER_TOKEN, "fixed_refs", "fixed_ref_in",
+INPUT_FIELDS = ("texts", *FRESH_FIELDS, *FIXED_PER_TOKEN, "fixed_refs", "fixed_ref_in", "fixed_ref_cols",
                 "population_target", "population_refs", "labels")
 
 
@@ -73,6 +80,8 @@ class AttackInputs:
     """[N][R2, T]: the reference text under the record's IN and OUT reference students."""
     fixed_ref_in: list[np.ndarray] | None = None
     """[N][R2] bool: whether each of those references trained on the record."""
+    fixed_ref_cols: list[np.ndarray] | None = None
+    """[N][R2] int: for each row of fixed_refs[i], the column of population_refs holding the same reference model."""
     population_target: np.ndarray | None = None
     """[Z]: mean log-prob of each population record's reference text under the target."""
     population_refs: np.ndarray | None = None
@@ -208,6 +217,24 @@ class AttackInputs:
             if self.fixed_refs is not None and a.shape[0] != np.shape(self.fixed_refs[i])[0]:
                 self._fail(i, "fixed_ref_in", f"has {a.shape[0]} flags for {np.shape(self.fixed_refs[i])[0]} "
                                               "fixed_refs rows")
+
+    def _check_fixed_ref_cols(self) -> None:
+        n_cols = None
+        if self.population_refs is not None and np.ndim(self.population_refs) == 2:
+            n_cols = np.shape(self.population_refs)[1]
+        for i, a in enumerate(self.fixed_ref_cols):
+            a = np.asarray(a)
+            if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+                self._fail(i, "fixed_ref_cols", f"expected a 1-D integer array, got shape {a.shape} dtype {a.dtype}")
+            if self.fixed_refs is not None and a.shape[0] != np.shape(self.fixed_refs[i])[0]:
+                self._fail(i, "fixed_ref_cols", f"has {a.shape[0]} columns for {np.shape(self.fixed_refs[i])[0]} "
+                                                "fixed_refs rows")
+            if (a < 0).any() or (n_cols is not None and (a >= n_cols).any()):
+                bound = f"[0, {n_cols})" if n_cols is not None else ">= 0"
+                self._fail(i, "fixed_ref_cols", f"has columns {a.tolist()} outside {bound} (population_refs "
+                                                "columns)")
+            if np.unique(a).size != a.size:
+                self._fail(i, "fixed_ref_cols", f"names a population_refs column twice: {a.tolist()}")
 
     def _check_population_target(self) -> None:
         a = np.asarray(self.population_target)

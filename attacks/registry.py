@@ -9,9 +9,11 @@
 
 `run_attack` resolves the parameters (unknown keys and out-of-range values raise ConfigError), checks that
 the attack's declared needs are present (InputError naming the missing field), validates those fields, runs
-the attack and checks its output: a float64 ndarray of shape [N] with no infinities (NaN allowed, see
-attacks/base.py). Every attack declares at registration that it returns higher = more likely member; the
-runner never flips a sign, and refuses to register an attack that says otherwise.
+the attack on a copy of the inputs that holds only those fields (and record_ids; every other field is None,
+so `labels` reaches only an attack that declares it) and checks its output: a float64 ndarray of shape [N]
+with no infinities (NaN allowed, see attacks/base.py). Every attack declares at registration that it returns
+higher = more likely member; the runner never flips a sign, and refuses to register an attack that says
+otherwise.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ class AttackSpec:
     fn: AttackFn
     params_cls: type
     needs: tuple[str, ...]
-    """AttackInputs fields the attack reads; run_attack raises InputError when one is None."""
+    """AttackInputs fields the attack reads; run_attack raises InputError when one is None, and passes the attack
+    only these (every other field None)."""
     family: str
     """'fresh' (the target's own samples), 'fixed' (the record's reference text), 'blind' (text only)."""
     description: str
@@ -144,8 +147,9 @@ def run_attack(name: str, inputs: AttackInputs, params: Any = None) -> np.ndarra
     missing = inputs.missing(spec.needs)
     if missing:
         raise InputError(f"attack {name!r} needs {missing}, which these inputs do not have", field=missing[0])
-    inputs.validate(spec.needs)
-    out = spec.fn(inputs, p)
+    view = only_needs(inputs, spec.needs)
+    view.validate(spec.needs)
+    out = spec.fn(view, p)
     if not isinstance(out, np.ndarray):
         raise AttackContractError(f"attack {name!r} returned {type(out).__name__}, not a numpy array")
     if out.dtype != np.float64:
@@ -156,6 +160,15 @@ def run_attack(name: str, inputs: AttackInputs, params: Any = None) -> np.ndarra
         raise AttackContractError(f"attack {name!r} returned infinite scores for "
                                   f"{[inputs.record_ids[i] for i in np.flatnonzero(np.isinf(out))[:5]]}")
     return out
+
+
+def only_needs(inputs: AttackInputs, needs: tuple[str, ...]) -> AttackInputs:
+    """A shallow copy of `inputs` with every field outside `needs` set to None (record_ids always kept).
+
+    What an attack does not declare, it cannot read: in particular only an attack that declares `labels`
+    (blind_text) ever sees the membership labels.
+    """
+    return dataclasses.replace(inputs, **{f: None for f in INPUT_FIELDS if f not in needs})
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -1,13 +1,18 @@
-"""`zlib`: the target's log-likelihood of the reference text divided by its zlib-compressed length.
+"""`zlib`: the target's mean token log-likelihood of the reference text divided by its zlib-compressed length.
 
 Carlini et al. 2021, "Extracting Training Data from Large Language Models", https://arxiv.org/abs/2012.07805
-(§6.1, "zlib": ratio of the model's perplexity to the zlib entropy of the text).
+(§6.1, "zlib": ratio of the model's log-perplexity to the zlib entropy of the text); as implemented in MIMIR
+(iamgroot42/mimir, mimir/attacks/zlib.py: `zlib_entropy = len(zlib.compress(bytes(text, "utf-8")))`,
+`return loss / zlib_entropy`, where `loss` is the MEAN negative log-likelihood per token, i.e. the
+log-perplexity, lower = member).
 
 Shapes: fixed_target[i] [T]; texts[i] str.
-    score_i = sum_t log p_target(x_t) / len(zlib.compress(texts[i].encode("utf-8")))   (bytes, level 6)
-NaN when T == 0. Sign: sum log p is <= 0; a member's text has a larger (less negative) log-likelihood than
-its compressibility predicts, so the ratio is member-high. (Carlini et al. rank by log-perplexity / zlib,
-lower = member; this is that statistic times -T, the same per-text normalisation, sign flipped here.)
+    score_i = mean_t log p_target(x_t) / len(zlib.compress(texts[i].encode("utf-8")))   (bytes, level 6)
+NaN when T == 0. Sign: mean log p is <= 0; a member's text has a larger (less negative) log-likelihood than
+its compressibility predicts, so the ratio is member-high. This is exactly -1 times MIMIR's statistic
+(log-perplexity / zlib = -mean log p / zlib, lower = member), sign flipped so that higher = member. The
+per-token MEAN matters: the sum would multiply each text's score by its token count T, so long texts would
+rank as non-members whatever the model does.
 The compressed length uses stdlib zlib, exactly as the paper's code does; the text is the privileged text,
 which the fixed signals score (plus an EOS token that has no bytes).
 """
@@ -18,6 +23,7 @@ import zlib
 
 import numpy as np
 
+from attacks._aggregate import seq_mean_logp
 from attacks.base import AttackInputs, NoParams
 from attacks.registry import register
 
@@ -28,7 +34,7 @@ def zlib_length(text: str) -> int:
 
 
 @register("zlib", NoParams, needs=("fixed_target", "texts"), family="fixed",
-          description="sum log p_target of the reference text / its zlib-compressed length in bytes")
+          description="mean log p_target of the reference text / its zlib-compressed length in bytes")
 def zlib_ratio(inputs: AttackInputs, params: NoParams) -> np.ndarray:
-    return np.array([float(x.astype(np.float64).sum()) / zlib_length(t) if x.size else float("nan")
-                     for x, t in zip(inputs.fixed_target, inputs.texts)], dtype=np.float64)
+    return np.array([float(seq_mean_logp(x)) / zlib_length(t) for x, t in zip(inputs.fixed_target, inputs.texts)],
+                    dtype=np.float64)

@@ -83,7 +83,9 @@ def fixed_inputs() -> AttackInputs:
        IN {-0.5, -0.75}: mean -0.625, std 0.125;  OUT {-1.5, -1.75}: mean -1.625, std 0.125
     zlib lengths: 'abc' -> 2 header + 5 deflate (3 + 3*8 + 7 = 34 bits, fixed Huffman) + 4 adler32 = 11 bytes;
                   'ab' -> 2 + 4 (3 + 16 + 7 = 26 bits) + 4 = 10 bytes.
-    Population (RMIA), one reference: target [-1.5, -1.95, -1.5], ref [[-1.0], [-2.0], [-2.0]].
+    Population (RMIA): target [-1.5, -1.95, -1.5]; the four reference students (fixed_refs rows 0-3 of every
+    record = population_refs columns 0-3) all give [-1.0, -2.0, -2.0], so pr(z) is that value whichever of
+    them a record uses (test_rmia_population_prior_uses_the_records_own_models varies them).
     """
     e = np.zeros(0)
     ref_in = A([True, False, True, False])
@@ -98,8 +100,9 @@ def fixed_inputs() -> AttackInputs:
                     A([[-0.5, -0.5], [-1.5, -1.5], [-1.0, -0.5], [-2.0, -1.5]]),
                     np.zeros((4, 0))],
         fixed_ref_in=[ref_in, ref_in, ref_in],
+        fixed_ref_cols=[A([0, 1, 2, 3])] * 3,
         population_target=A([-1.5, -1.95, -1.5]),
-        population_refs=A([[-1.0], [-2.0], [-2.0]]),
+        population_refs=A([[-1.0] * 4, [-2.0] * 4, [-2.0] * 4]),
     )
 
 
@@ -120,8 +123,8 @@ def _log_normal_ratio(s, mu_in, var_in, mu_out, var_out):
 @pytest.mark.parametrize("name, params, expected", [
     # loss: P mean -2;  Q mean -1
     ("loss", None, [-2.0, -1.0, nan]),
-    # zlib: P -8 / 11;  Q -2 / 10
-    ("zlib", None, [-8.0 / 11, -0.2, nan]),
+    # zlib: mean log p / zlib bytes: P -2 / 11;  Q -1 / 10  (the sum would give -8 / 11 and -2 / 10)
+    ("zlib", None, [-2.0 / 11, -0.1, nan]),
     # min_k, k 0.2: P T=4 -> max(1, floor(0.8)) = 1 lowest: -3;  Q T=2 -> 1: -1.5
     ("min_k", None, [-3.0, -1.5, nan]),
     # min_k, k 0.5: P 2 lowest (-3, -2) -> -2.5;  Q 1 lowest -1.5
@@ -158,7 +161,8 @@ def test_fixed_golden(name, params, expected):
 
 
 # RMIA. Population log-ratios log(pr(z|target) / pr(z)):
-#   online (pr(z) = mean over refs = the one ref): z1 -1.5 + 1 = -0.5, z2 -1.95 + 2 = 0.05, z3 -1.5 + 2 = 0.5
+#   online (pr(z) = balanced mean over the record's refs, all equal here): z1 -1.5 + 1 = -0.5,
+#             z2 -1.95 + 2 = 0.05, z3 -1.5 + 2 = 0.5
 #   P online: pr(x) = (mean(e^-1.5, e^-2.5) + mean(e^-3, e^-2)) / 2
 #             = (0.223130 + 0.082085 + 0.049787 + 0.135335) / 4 = 0.122584 -> ln = -2.098955
 #             log-ratio -2 + 2.098955 = 0.098955 > -0.5, > 0.05, < 0.5 -> 2/3
@@ -188,6 +192,75 @@ def test_rmia_offline_a_half_matches_hand_formula():
     np.testing.assert_allclose(run_attack("rmia", fixed_inputs(), {"offline": True, "a": 0.5}), [1 / 3, 1.0, nan])
 
 
+def rmia_matched_inputs() -> AttackInputs:
+    """Four reference students m0..m3 (population_refs columns 0..3); m0 and m1 give every text 1 nat less than
+    m2 and m3 (a per-model offset). Each record is scored by two of them, as a matched-reference plan does:
+        X: rows (m0 IN, m1 OUT), cols [0, 1];  Y: rows (m2 IN, m3 OUT), cols [2, 3];
+        W: rows (m3 OUT, m0 IN), cols [3, 0]  (rows in another order than columns: the mapping is used)
+    Mean log-probs of each record's text:  X target -2.0, m0 -2.5, m1 -3.0;  Y target -1.1, m2 -0.8, m3 -1.2;
+        W target -1.25, m3 -1.0, m0 -2.0.
+    Population:        m0    m1    m2    m3   target
+                 z1  -2.0  -2.0  -1.0  -1.0   -1.2
+                 z2  -3.0  -3.0  -2.0  -2.0   -2.4
+                 z3  -1.5  -1.5  -0.5  -0.5   -0.8
+                 z4  -2.5  -2.5  -1.5  -1.5   -1.6
+    """
+    return AttackInputs(
+        record_ids=["X", "Y", "W"],
+        fixed_target=[A([-1.5, -2.5]), A([-1.0, -1.2]), A([-1.25, -1.25])],
+        fixed_refs=[A([[-2.0, -3.0], [-3.0, -3.0]]), A([[-0.8, -0.8], [-1.0, -1.4]]),
+                    A([[-1.0, -1.0], [-2.0, -2.0]])],
+        fixed_ref_in=[A([True, False]), A([True, False]), A([False, True])],
+        fixed_ref_cols=[A([0, 1]), A([2, 3]), A([3, 0])],
+        population_target=A([-1.2, -2.4, -0.8, -1.6]),
+        population_refs=A([[-2.0, -2.0, -1.0, -1.0], [-3.0, -3.0, -2.0, -2.0],
+                           [-1.5, -1.5, -0.5, -0.5], [-2.5, -2.5, -1.5, -1.5]]),
+    )
+
+
+# pr(z) from the record's own models (log-ratios lr = log pr(.|target) - log pr(.)):
+#   online, balanced over IN and OUT models:
+#     X (m0, m1, equal on z): lr_z = target - m0 = [0.8, 0.6, 0.7, 0.9];
+#       pr(x) = (e^-2.5 + e^-3) / 2 = (0.0820850 + 0.0497871) / 2 = 0.0659361, ln -2.719077 -> lr_x 0.719077
+#       beats z2, z3 -> 2/4
+#     Y (m2, m3): lr_z = target - m2 = [-0.2, -0.4, -0.3, -0.1];
+#       pr(y) = (e^-0.8 + e^-1.2) / 2 = (0.449329 + 0.301194) / 2 = 0.375261, ln -0.980132 -> lr_y -0.119868
+#       beats z1, z2, z3 -> 3/4
+#     W (m0 IN, m3 OUT; m3 = m0 + 1 on z): pr(z) = e^m0 (1 + e) / 2 -> ln = m0 + ln 1.859141 = m0 + 0.620115
+#       lr_z = target - m0 - 0.620115 = [0.179885, -0.020115, 0.079885, 0.279885];
+#       pr(w) = (e^-2 + e^-1) / 2 -> ln = -2 + 0.620115 -> lr_w = -1.25 + 1.379885 = 0.129885
+#       beats z2, z3 -> 2/4
+#   offline a = 1 (pr = mean over OUT models):
+#     X (m1): lr_z = [0.8, 0.6, 0.7, 0.9]; lr_x = -2.0 + 3.0 = 1.0 -> beats all -> 1
+#     Y (m3): lr_z = [-0.2, -0.4, -0.3, -0.1]; lr_y = -1.1 + 1.2 = 0.1 -> beats all -> 1
+#     W (m3 only, not m0): lr_z = [-0.2, -0.4, -0.3, -0.1]; lr_w = -1.25 + 1.0 = -0.25 -> beats z2, z3 -> 2/4
+# The old code normalised z by every student: pr(z) = mean over m0..m3 = e^m0 (1 + e) / 2, lr_z = W's row
+# [0.179885, -0.020115, 0.079885, 0.279885] for every record: online X 4/4, Y 0/4 (lr_y -0.119868 beats none),
+# W 2/4; offline a = 1: X 4/4, Y 2/4, W 0/4. The score then follows which students scored the record (X's
+# low-offset pair wins everything, Y's high pair nothing), not membership.
+@pytest.mark.parametrize("params, expected", [
+    (None, [0.5, 0.75, 0.5]),
+    ({"offline": True, "a": 1.0}, [1.0, 1.0, 0.5]),
+])
+def test_rmia_population_prior_uses_the_records_own_models(params, expected):
+    np.testing.assert_allclose(run_attack("rmia", rmia_matched_inputs(), params), expected, rtol=0, atol=1e-12)
+
+
+def test_rmia_population_prior_follows_fixed_ref_cols_not_row_order():
+    # Relabelling the students (permuting population_refs' columns and fixed_ref_cols alike) changes nothing;
+    # pointing X at m2/m3's columns instead (cols [2, 3]) gives X Y's population row: online lr_z
+    # [-0.2, -0.4, -0.3, -0.1] -> lr_x 0.719077 beats all -> 1.
+    x = rmia_matched_inputs()
+    perm = np.array([2, 0, 3, 1])                       # new column j holds old column perm[j]
+    inv = np.argsort(perm)                              # old column c is now column inv[c]
+    y = rmia_matched_inputs()
+    y.population_refs = x.population_refs[:, perm]
+    y.fixed_ref_cols = [inv[c] for c in x.fixed_ref_cols]
+    np.testing.assert_array_equal(run_attack("rmia", y), run_attack("rmia", x))
+    x.fixed_ref_cols[0] = A([2, 3])
+    np.testing.assert_allclose(run_attack("rmia", x), [1.0, 0.75, 0.5], rtol=0, atol=1e-12)
+
+
 def test_blind_text_separable_toy():
     # Members say 'alpha common', non-members 'beta common'; 2 stratified folds of 1 member + 1 non-member.
     # Whichever fold holds a record out, its training fold has one 'alpha' member and one 'beta' non-member;
@@ -203,7 +276,7 @@ def test_blind_text_separable_toy():
 
 
 def test_zlib_empty_text_still_nan_not_division():
-    # E has no tokens: NaN even though zlib('') is 8 bytes (sum over no tokens is no evidence, not 0).
+    # E has no tokens: NaN even though zlib('') is 8 bytes (a mean over no tokens is no evidence, not 0).
     assert np.isnan(run_attack("zlib", fixed_inputs())[2])
 
 

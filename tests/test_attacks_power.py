@@ -52,7 +52,8 @@ def planted(seed: int = 0, shift: float = SHIFT) -> tuple[AttackInputs, np.ndarr
     inputs = AttackInputs(
         record_ids=[f"r{i}" for i in range(N)], texts=texts, fresh_target=ft, fresh_refs=fr, fresh_base=fb,
         fixed_target=xt, fixed_target_mu=xmu, fixed_target_sigma=xsig, fixed_base=xb, fixed_refs=xr,
-        fixed_ref_in=xin, population_target=pop_d + rng.normal(0, noise, z),
+        fixed_ref_in=xin, fixed_ref_cols=[np.arange(4) for _ in range(N)],
+        population_target=pop_d + rng.normal(0, noise, z),
         population_refs=pop_d[:, None] + rng.normal(0, noise, (z, 4)))
     return inputs, labels
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -119,6 +121,51 @@ def test_run_attack_keeps_nan_from_an_attack():
         attacks.unregister("_test_nan")
 
 
+def test_an_attack_sees_only_the_fields_it_declares():
+    # Every field is filled in, labels included; an attack declaring needs=("fixed_target",) must get them all
+    # as None except record_ids and fixed_target, while blind_text (needs texts, labels) still gets the labels.
+    full = AttackInputs(record_ids=["a", "b", "c", "d"],
+                        texts=["alpha common", "alpha common", "beta common", "beta common"],
+                        fixed_target=[A([-1.0])] * 4, fresh_target=[[A([-1.0])]] * 4,
+                        fresh_refs=[[A([[-1.0]])]] * 4, fixed_refs=[A([[-1.0]])] * 4,
+                        fixed_ref_in=[A([False])] * 4,
+                        population_target=A([-1.0]), population_refs=A([[-1.0]]), labels=A([1, 1, 0, 0]))
+    seen = {}
+
+    @register("_test_sees", NoParams, needs=("fixed_target",), family="fixed", description="records its inputs")
+    def fn(inputs, params):
+        seen["inputs"] = inputs
+        return np.zeros(inputs.n)
+
+    try:
+        run_attack("_test_sees", full)
+    finally:
+        attacks.unregister("_test_sees")
+    got = seen["inputs"]
+    assert got.record_ids == full.record_ids and got.fixed_target is full.fixed_target
+    assert got.labels is None and got.fresh_refs is None
+    assert all(getattr(got, f) is None for f in attacks.base.INPUT_FIELDS if f != "fixed_target")
+    assert full.labels is not None and full.fresh_refs is not None  # the caller's inputs are untouched
+
+    def spy(inputs, params):
+        seen["blind"] = inputs
+        return np.zeros(inputs.n)
+
+    spec = get_attack("blind_text")
+    attacks.registry._REGISTRY["blind_text"] = dataclasses.replace(spec, fn=spy)
+    try:
+        run_attack("blind_text", full, {"n_splits": 2})
+    finally:
+        attacks.registry._REGISTRY["blind_text"] = spec
+    np.testing.assert_array_equal(seen["blind"].labels, full.labels)
+    assert seen["blind"].texts == full.texts and seen["blind"].fixed_target is None
+    assert np.isfinite(run_attack("blind_text", full, {"n_splits": 2, "ngram_max": 1})).all()
+    # Only RMIA compares a record with population records; LiRA and ref_ratio_refs use the record's own
+    # fixed_refs rows alone, so they cannot mix reference sets (they are not handed population_refs at all).
+    for name in ("lira_online", "lira_offline", "ref_ratio_refs"):
+        assert not {"population_target", "population_refs", "fixed_ref_cols"} & set(get_attack(name).needs)
+
+
 def test_register_refuses_member_low_attacks_bad_family_needs_and_duplicates():
     with pytest.raises(ConfigError, match="higher = more likely member"):
         register("_x", NoParams, needs=(), family="fixed", description="", higher_is_member=False)
@@ -140,6 +187,10 @@ def test_missing_needs_name_the_field():
     with pytest.raises(InputError, match="population_target"):
         run_attack("rmia", AttackInputs(record_ids=["a"], fixed_target=[A([-1.0])], fixed_refs=[A([[-1.0]])],
                                         fixed_ref_in=[A([False])]))
+    with pytest.raises(InputError, match="fixed_ref_cols"):
+        run_attack("rmia", AttackInputs(record_ids=["a"], fixed_target=[A([-1.0])], fixed_refs=[A([[-1.0]])],
+                                        fixed_ref_in=[A([False])], population_target=A([-1.0]),
+                                        population_refs=A([[-1.0]])))
 
 
 # -- validate: shapes, lengths, finiteness; the record is named ---------------------------------------
@@ -167,10 +218,19 @@ def test_validate_fresh_names_record_and_field(kw, match):
     (dict(fixed_target=[A([np.inf]), A([-1.0])]), "record a.*fixed_target.*non-finite"),
     (dict(population_refs=A([[-1.0], [-1.0]])), "population_refs.*2 rows, population_target 1"),
     (dict(population_target=A([]), population_refs=np.zeros((0, 1))), "non-empty"),
+    (dict(fixed_ref_cols=[A([0.0]), A([0])]), "record a.*fixed_ref_cols.*integer"),
+    (dict(fixed_ref_cols=[A([True]), A([0])]), "record a.*fixed_ref_cols.*integer"),
+    (dict(fixed_ref_cols=[A([[0]]), A([0])]), "record a.*fixed_ref_cols.*1-D"),
+    (dict(fixed_ref_cols=[A([0]), A([0, 1])]), "record b.*fixed_ref_cols.*2 columns for 1"),
+    (dict(fixed_ref_cols=[A([0]), A([1])]), r"record b.*fixed_ref_cols.*outside \[0, 1\)"),
+    (dict(fixed_ref_cols=[A([-1]), A([0])]), "record a.*fixed_ref_cols.*outside"),
+    (dict(fixed_refs=[A([[-1.0], [-1.0]]), A([[-1.0]])], fixed_ref_in=[A([True, False]), A([False])],
+          fixed_ref_cols=[A([0, 0]), A([0])], population_refs=A([[-1.0, -1.0]])), "record a.*column twice"),
 ])
 def test_validate_fixed_names_record_and_field(kw, match):
     base = dict(record_ids=["a", "b"], fixed_target=[A([-1.0]), A([-1.0])], fixed_refs=[A([[-1.0]]), A([[-1.0]])],
-                fixed_ref_in=[A([True]), A([False])], population_target=A([-1.0]), population_refs=A([[-1.0]]))
+                fixed_ref_in=[A([True]), A([False])], fixed_ref_cols=[A([0]), A([0])],
+                population_target=A([-1.0]), population_refs=A([[-1.0]]))
     base.update(kw)
     with pytest.raises(InputError, match=match):
         run_attack("rmia", AttackInputs(**base), {"offline": True})
@@ -190,8 +250,8 @@ def test_missing_reference_kind_is_an_input_error_not_nan():
     # Online LiRA/RMIA need IN and OUT references; ref_ratio_refs and offline variants need OUT only.
     x = AttackInputs(record_ids=["a", "b"], fixed_target=[A([-1.0]), A([-1.0])],
                      fixed_refs=[A([[-1.0], [-2.0]]), A([[-1.0], [-2.0]])],
-                     fixed_ref_in=[A([True, False]), A([False, False])],
-                     population_target=A([-1.0]), population_refs=A([[-1.0]]))
+                     fixed_ref_in=[A([True, False]), A([False, False])], fixed_ref_cols=[A([0, 1]), A([0, 1])],
+                     population_target=A([-1.0]), population_refs=A([[-1.0, -1.0]]))
     for name in ("lira_online", "rmia"):
         with pytest.raises(InputError, match="record b.*at least one IN"):
             run_attack(name, x)
