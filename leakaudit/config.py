@@ -1,41 +1,89 @@
-"""Study configuration: dataclasses with range checks, YAML presets, dotted `--set key=value` overrides.
+"""Study configuration: typed dataclasses with range checks, YAML presets, dotted `--set key=value` overrides.
 
-A resolved config (every default spelled out) is written to ``study.yaml`` in the run directory; its hash
-goes into every results file. Stage-specific settings (training, sampling) are kept as plain mappings here
-and validated by their owners' dataclasses (shadow_models.OPDConfig, leakaudit.signals.SamplingConfig) when
-the pipeline builds them, so one source of truth holds each stage's defaults.
+`load_config` resolves preset < file < `--set` into one mapping and validates ALL of it before anything runs:
+every section is an instance of its owner's dataclass (training: shadow_models.OPDConfig, teacher.prep:
+shadow_models.TeacherPrepConfig, signals.sampling: leakaudit.signals.SamplingConfig; the rest are defined here),
+unknown keys are refused at every depth, types are checked, every `__post_init__` range check runs, attack names
+and their params are resolved against the attack registry, and data sources and their option names against the
+source registry (no data is loaded). Every failure is a ConfigError (InputError for an unreadable config file)
+whose message names the dotted location, e.g. ``training.epochz: unknown key``.
+
+Why pydantic: the sections stay plain stdlib dataclasses owned by their packages (with their docstrings and
+`__post_init__` checks, constructed directly by library code and tests); pydantic's TypeAdapter validates such
+dataclasses as they are, including their `tuple[str, ...]` and `int | None` fields, and runs `__post_init__`.
+OmegaConf structured configs do not support tuple fields. Each dataclass sets
+``__pydantic_config__ = ConfigDict(extra="forbid")`` so unknown keys are rejected wherever they appear.
+
+A resolved config (every default spelled out, tuples as lists, None as null) is written to ``study.yaml`` in the
+run directory; ``load_config(run_dir / "study.yaml")`` gives back the identical config and `StudyConfig.hash()`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+import re
+import types
+import typing
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
+from pydantic import ConfigDict, TypeAdapter, ValidationError, WrapValidator
+from pydantic_core import PydanticCustomError
 
 from leakaudit.errors import ConfigError, InputError
+from leakaudit.signals.backend import SamplingConfig
+from shadow_models.config import OPDConfig, TeacherPrepConfig
 
 PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "tiny")
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+def _located(value: Any, handler: Any) -> Any:
+    """Pydantic wrap validator: a section's own ConfigError (from its __post_init__) becomes a validation error at
+    the section's location, so the message can name it (pydantic only collects ValueError/AssertionError)."""
+    try:
+        return handler(value)
+    except (ConfigError, TypeError) as e:
+        raise PydanticCustomError("config", "{message}", {"message": str(e)}) from None
+
+
+_T = TypeVar("_T")
+Checked = Annotated[_T, WrapValidator(_located)]
+"""`Checked[Section]`: a section dataclass whose range-check errors are reported at its dotted location."""
 
 
 @dataclass
 class DomainSource:
     """Where one domain's records come from."""
 
+    __pydantic_config__ = _FORBID
+
     source: str
     """A name from `leakaudit records --list` (champ, humaneval, medical, gsm8k, file, ...)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Keyword options for the source (e.g. tables for medical, path and columns for file)."""
 
+    def __post_init__(self) -> None:
+        from leakaudit.data.sources import available_sources, check_source_options
+
+        known = available_sources()
+        if self.source not in known:
+            raise ConfigError(f"source: unknown data source {self.source!r}; known: {', '.join(known)}")
+        check_source_options(self.source, self.options)  # names only: nothing is loaded
+
 
 @dataclass
 class DataConfig:
-    domains: dict[str, DomainSource]
+    __pydantic_config__ = _FORBID
+
+    domains: dict[str, Checked[DomainSource]]
     """Domain name -> source. Every domain gets its own students and targets."""
     n_candidates: int = 16
     """Candidate records per domain; each is IN for half of that domain's students."""
@@ -58,15 +106,20 @@ class DataConfig:
         if not self.domains:
             raise ConfigError("data.domains: at least one domain is needed")
         if self.n_candidates < 4 or self.n_candidates % 2:
-            raise ConfigError(f"data.n_candidates must be an even number >= 4, got {self.n_candidates}")
+            raise ConfigError(f"data.n_candidates: must be an even number >= 4, got {self.n_candidates}")
         if self.n_population < 0:
-            raise ConfigError("data.n_population must be >= 0")
+            raise ConfigError(f"data.n_population: must be >= 0, got {self.n_population}")
         if self.n_teacher_records < 0:
-            raise ConfigError("data.n_teacher_records must be >= 0")
+            raise ConfigError(f"data.n_teacher_records: must be >= 0, got {self.n_teacher_records}")
+        for name in ("max_prompt_tokens", "max_privileged_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"data.{name}: must be >= 1, got {getattr(self, name)}")
 
 
 @dataclass
 class PlanConfig:
+    __pydantic_config__ = _FORBID
+
     n_students: int = 4
     """Students per domain (even). Each is a target in turn; its matched references are the others."""
     null_student: bool = True
@@ -82,14 +135,14 @@ class PlanConfig:
 
     def __post_init__(self) -> None:
         if self.n_students < 2 or self.n_students % 2:
-            raise ConfigError(f"plan.n_students must be even and >= 2, got {self.n_students}")
+            raise ConfigError(f"plan.n_students: must be even and >= 2, got {self.n_students}")
         if not 0 <= self.n_matched_references <= self.n_students // 2 - 1 and self.n_matched_references:
-            raise ConfigError(f"plan.n_matched_references must be in [1, n_students/2 - 1 = "
-                              f"{self.n_students // 2 - 1}] or 0")
+            raise ConfigError(f"plan.n_matched_references: must be in [1, n_students/2 - 1 = "
+                              f"{self.n_students // 2 - 1}] or 0, got {self.n_matched_references}")
         if self.n_students < 4:
-            raise ConfigError("plan.n_students must be >= 4 so every record has at least one matched reference")
+            raise ConfigError("plan.n_students: must be >= 4 so every record has at least one matched reference")
         if self.keep_design not in ("lira", "balanced_subsets"):
-            raise ConfigError(f"plan.keep_design must be 'lira' or 'balanced_subsets', got {self.keep_design!r}")
+            raise ConfigError(f"plan.keep_design: must be 'lira' or 'balanced_subsets', got {self.keep_design!r}")
 
     @property
     def k_refs(self) -> int:
@@ -98,55 +151,151 @@ class PlanConfig:
 
 @dataclass
 class TeacherConfig:
+    __pydantic_config__ = _FORBID
+
     kind: str = "self"
     """'self' = the frozen base student; 'prepared' = the base after SFT on population records to answer
     from its privileged context (cached per run); or a model reference (hub id / directory)."""
-    prep: dict[str, Any] = field(default_factory=dict)
-    """Options for shadow_models.TeacherPrepConfig when kind == 'prepared'."""
+    prep: Checked[TeacherPrepConfig] = field(default_factory=TeacherPrepConfig)
+    """shadow_models.TeacherPrepConfig, used when kind == 'prepared'. Its seed: null = derived by the study
+    from the master `seed`; an int is used as is."""
+
+    def __post_init__(self) -> None:
+        if not self.kind.strip():
+            raise ConfigError("teacher.kind: must be 'self', 'prepared' or a model reference, got ''")
 
 
 @dataclass
 class SignalsConfig:
+    __pydantic_config__ = _FORBID
+
     backend: str = "transformers"
     """'transformers' (CPU/GPU) or 'vllm' (GPU; optional extra, untested on CPU-only machines)."""
-    sampling: dict[str, Any] = field(default_factory=dict)
-    """leakaudit.signals.SamplingConfig fields for fresh trajectories (n_per_record, temperature, ...)."""
+    sampling: Checked[SamplingConfig] = field(default_factory=SamplingConfig)
+    """leakaudit.signals.SamplingConfig for fresh trajectories (n_per_record, temperature, ...). Its seed:
+    null = derived by the study per target from the master `seed`; an int is used as is."""
     score_batch_size: int = 16
     """Sequences per forward pass when scoring."""
     autocast_bf16: bool = False
     """bf16 autocast for scoring. Off by default: its per-token error (mean 0.016, max 0.18 nats on
     smollm2-135m, bench/bench_signals.py) is the size of the gaps attacks look for. Sampling uses bf16
     where the CPU supports it natively either way (every model then scores the samples in fp32)."""
+    vllm_stats_topk: int = -1
+    """vLLM only: log-probs returned per position for Min-K%++'s vocabulary statistics; -1 = the whole
+    vocabulary (exact, heavy), k > 0 = an estimate from the top k."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("transformers", "vllm"):
-            raise ConfigError(f"signals.backend must be 'transformers' or 'vllm', got {self.backend!r}")
+            raise ConfigError(f"signals.backend: must be 'transformers' or 'vllm', got {self.backend!r}")
         if self.score_batch_size < 1:
-            raise ConfigError("signals.score_batch_size must be >= 1")
+            raise ConfigError(f"signals.score_batch_size: must be >= 1, got {self.score_batch_size}")
+        if self.vllm_stats_topk != -1 and self.vllm_stats_topk < 1:
+            raise ConfigError(f"signals.vllm_stats_topk: must be -1 (whole vocabulary) or >= 1, "
+                              f"got {self.vllm_stats_topk}")
 
 
 @dataclass
 class AttackSpecConfig:
+    """One attack to run. Checked at construction: the name is registered and the params are valid for it
+    (unknown keys and the params dataclass's range checks raise ConfigError); `params` then holds every
+    parameter, defaults spelled out."""
+
+    __pydantic_config__ = _FORBID
+
     name: str
     """A registered attack (`leakaudit attacks`)."""
     params: dict[str, Any] = field(default_factory=dict)
     label: str = ""
     """Display name; defaults to the attack name (set it when one attack runs with several params)."""
 
+    def __post_init__(self) -> None:
+        from attacks import get_attack, params_dict
+
+        try:
+            spec = get_attack(self.name)
+        except ConfigError as e:
+            raise ConfigError(f"name: {e}") from None
+        known = [f.name for f in dataclasses.fields(spec.params_cls)]
+        for key in self.params:
+            if key not in known:
+                raise ConfigError(f"params.{key}: unknown parameter of attack {self.name!r}; "
+                                  f"known: {', '.join(known) or 'none'}")
+        try:
+            made = spec.make_params(dict(self.params))
+        except ConfigError as e:
+            # the params dataclasses name their field as '<attack>.<field>': point at params.<field> instead
+            msg = str(e)
+            m = re.match(r"[\w-]+\.(\w+)\b", msg)
+            raise ConfigError(f"params.{msg[m.start(1):]}" if m and m.group(1) in known
+                              else f"params: {msg}") from None
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"params: {e}") from None
+        self.params = params_dict(made)
+
+    @property
+    def display(self) -> str:
+        return self.label or self.name
+
 
 @dataclass
 class MetricsConfig:
+    __pydantic_config__ = _FORBID
+
     n_boot: int = 1000
     """Bootstrap resamples for AUROC confidence intervals."""
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.n_boot < 0:
-            raise ConfigError("metrics.n_boot must be >= 0")
+            raise ConfigError(f"metrics.n_boot: must be >= 0, got {self.n_boot}")
+        if self.seed < 0:
+            raise ConfigError(f"metrics.seed: must be >= 0, got {self.seed}")
+
+
+@dataclass
+class AuditConfig:
+    """Present for `leakaudit audit`: the target is given, the references are trained on (or given as) models that
+    never saw a candidate."""
+
+    __pydantic_config__ = _FORBID
+
+    target: str
+    """The deployed student: a directory or hub id (non-empty)."""
+    candidates: str
+    """JSONL of candidate records (non-empty path)."""
+    population: str | None = None
+    """JSONL of population records (never candidates); needed to train references."""
+    references: list[str] = field(default_factory=list)
+    """Existing reference students (trained without any candidate); empty = train n_references."""
+    n_references: int = 4
+    """Reference students to train when `references` is empty. >= 1."""
+    records_per_reference: int = 0
+    """Population records each trained reference sees. >= 0; 0 = half the population (at least 1)."""
+
+    def __post_init__(self) -> None:
+        for name in ("target", "candidates"):
+            if not getattr(self, name).strip():
+                raise ConfigError(f"audit.{name}: must be a non-empty string")
+        if self.population is not None and not self.population.strip():
+            raise ConfigError("audit.population: must be a non-empty path or null")
+        for i, ref in enumerate(self.references):
+            if not ref.strip():
+                raise ConfigError(f"audit.references[{i}]: must be a non-empty string")
+        if self.n_references < 1:
+            raise ConfigError(f"audit.n_references: must be >= 1, got {self.n_references}")
+        if self.records_per_reference < 0:
+            raise ConfigError(f"audit.records_per_reference: must be >= 0, got {self.records_per_reference}")
+
+
+def _default_data() -> DataConfig:
+    return DataConfig(domains={"math": DomainSource("champ")})
 
 
 @dataclass
 class StudyConfig:
+    # numbers given for a str field (`--set name=2024`) are read as that string
+    __pydantic_config__ = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
     name: str = "default"
     """Run directory name under out_root."""
     out_root: str = "runs"
@@ -155,57 +304,151 @@ class StudyConfig:
     base_model: str = "smollm2-135m"
     """Student initialisation: 'smollm2-135m' (offline), a hub id, or a local checkpoint directory."""
     trust_remote_code: bool = False
-    data: DataConfig = field(default_factory=lambda: DataConfig(domains={"math": DomainSource("champ")}))
-    plan: PlanConfig = field(default_factory=PlanConfig)
-    teacher: TeacherConfig = field(default_factory=TeacherConfig)
-    training: dict[str, Any] = field(default_factory=dict)
-    """shadow_models.OPDConfig fields (loss, epochs, learning_rate, ...)."""
-    signals: SignalsConfig = field(default_factory=SignalsConfig)
-    attacks: list[AttackSpecConfig] = field(default_factory=list)
+    data: Checked[DataConfig] = field(default_factory=_default_data)
+    plan: Checked[PlanConfig] = field(default_factory=PlanConfig)
+    teacher: Checked[TeacherConfig] = field(default_factory=TeacherConfig)
+    training: Checked[OPDConfig] = field(default_factory=OPDConfig)
+    """shadow_models.OPDConfig (loss, epochs, learning_rate, ...). Its seed stays null here: the study derives
+    one per student from the master `seed`."""
+    signals: Checked[SignalsConfig] = field(default_factory=SignalsConfig)
+    attacks: list[Checked[AttackSpecConfig]] = field(default_factory=list)
     """Attacks to run; empty = every registered attack with its default parameters."""
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    metrics: Checked[MetricsConfig] = field(default_factory=MetricsConfig)
+    audit: Checked[AuditConfig] | None = None
+    """Set for an audit (`leakaudit audit`): the given target and how its references are made."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.data, dict):
-            self.data = DataConfig(**self.data)
-        for name, cls in (("plan", PlanConfig), ("teacher", TeacherConfig), ("signals", SignalsConfig),
-                          ("metrics", MetricsConfig)):
-            value = getattr(self, name)
-            if isinstance(value, dict):
-                setattr(self, name, _build(cls, value, name))
-        self.attacks = [a if isinstance(a, AttackSpecConfig) else _build(AttackSpecConfig, a, "attacks[]")
-                        for a in self.attacks]
+        if not self.name.strip():
+            raise ConfigError("name: must be a non-empty run directory name")
+        if self.seed < 0:
+            raise ConfigError(f"seed: must be >= 0, got {self.seed}")
+        if self.training.seed is not None:
+            raise ConfigError("training.seed is derived per student from the study's `seed`; set `seed` instead")
+        seen: dict[str, int] = {}
+        for i, a in enumerate(self.attacks):
+            if a.display in seen:
+                raise ConfigError(f"attacks[{i}]: label {a.display!r} is already used by attacks[{seen[a.display]}]; "
+                                  f"give one of them a distinct `label`")
+            seen[a.display] = i
 
     @property
     def run_dir(self) -> Path:
         return Path(self.out_root) / self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON/YAML types, every default spelled out (tuples as lists, None as None)."""
+        return _STUDY.dump_python(self, mode="json")
 
     def hash(self) -> str:
-        """sha256 (first 12 hex) of the resolved config, ignoring where the run is written."""
+        """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written."""
         d = self.to_dict()
         d.pop("out_root")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _build(cls: type, values: dict[str, Any], where: str) -> Any:
-    known = {f.name for f in fields(cls)}
-    unknown = set(values) - known
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; expected some of {sorted(known)}")
-    return cls(**values)
+_STUDY = TypeAdapter(Checked[StudyConfig])
 
 
+def with_seed(section: Any, derived: int) -> Any:
+    """`section` (OPDConfig, TeacherPrepConfig, SamplingConfig) with its seed set to `derived` if it is None;
+    a seed the config sets is kept. How the study resolves the seeds a config leaves null."""
+    return section if section.seed is not None else dataclasses.replace(section, seed=derived)
+
+
+# ---- validation errors -> one ConfigError naming each dotted location ----------------------------------------
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _strip(tp: Any) -> Any:
+    """Annotated[X, ...] -> X; X | None -> X."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(tp) if a is not type(None)]
+            if len(args) != 1:
+                return tp
+            tp = args[0]
+        else:
+            return tp
+
+
+def _section_at(loc: tuple[Any, ...]) -> Any:
+    """The type at `loc` inside StudyConfig (None when the path leaves the schema)."""
+    tp: Any = StudyConfig
+    for part in loc:
+        tp = _strip(tp)
+        origin = typing.get_origin(tp)
+        if dataclasses.is_dataclass(tp) and isinstance(part, str):
+            hints = typing.get_type_hints(tp)
+            if part not in hints:
+                return None
+            tp = hints[part]
+        elif origin in (list, tuple) and isinstance(part, int):
+            tp = typing.get_args(tp)[0]
+        elif origin is dict:
+            tp = typing.get_args(tp)[1]
+        else:
+            return None
+    return _strip(tp)
+
+
+def _field_names(loc: tuple[Any, ...]) -> list[str]:
+    tp = _section_at(loc)
+    return [f.name for f in dataclasses.fields(tp)] if dataclasses.is_dataclass(tp) else []
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = tuple(err["loc"])
+    where = _dotted(loc)
+    kind = err["type"]
+    if kind == "config":
+        msg = err["ctx"]["message"]
+        if not where or (msg.startswith(where) and msg[len(where):len(where) + 1] in (".", ":", " ", "=", "[")):
+            return msg  # the section's own message already names its full location
+        head = re.match(r"[A-Za-z_]\w*", msg)
+        if head and head.group() in _field_names(loc):
+            return f"{where}.{msg}"  # e.g. training + "epochs=0: must be ..." -> training.epochs=0: must be ...
+        return f"{where}: {msg}"
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        known = _field_names(loc[:-1])
+        return f"{where}: unknown key" + (f"; expected one of {', '.join(known)}" if known else "")
+    if kind == "missing":
+        return f"{where}: required"
+    value = err.get("input")
+    got = repr(value)
+    got = f" (got {got})" if len(got) <= 60 and not isinstance(value, dict) else ""
+    return f"{where or 'study config'}: {err['msg']}{got}"
+
+
+def validate_config(values: dict[str, Any]) -> StudyConfig:
+    """A fully checked StudyConfig from a plain mapping (ConfigError naming every bad dotted location)."""
+    try:
+        return _STUDY.validate_python(values)
+    except ValidationError as e:
+        problems = [_describe(err) for err in e.errors()]
+        raise ConfigError(problems[0] if len(problems) == 1
+                          else f"{len(problems)} problems in the study config: " + "; ".join(problems)) from None
+    except (ConfigError, TypeError) as e:
+        raise ConfigError(f"study config: {e}") from None
+
+
+# ---- presets, files, --set ------------------------------------------------------------------------------------
 def preset_dict(name: str) -> dict[str, Any]:
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
     text = resources.files("leakaudit.presets").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text) or {}
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key, anything else replaces. Kept by hand: pydantic validates a config but has no
+    merge of layered mappings (preset < file < --set)."""
     out = copy.deepcopy(base)
     for k, v in override.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
@@ -216,25 +459,36 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 
 def apply_set(d: dict[str, Any], assignment: str) -> dict[str, Any]:
-    """Apply one ``dotted.key=value`` override (value parsed as YAML: numbers, bools, lists)."""
+    """Apply one ``dotted.key=value`` override (value parsed as plain YAML: numbers, bools, lists, null)."""
     if "=" not in assignment:
         raise ConfigError(f"--set expects key=value, got {assignment!r}")
     key, raw = assignment.split("=", 1)
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    key = key.strip()
+    parts = key.split(".")
+    if not all(p.strip() for p in parts):
+        raise ConfigError(f"--set {assignment!r}: {key!r} is not a dotted key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as e:  # includes ConstructorError for tags such as !!python/object
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"--set {assignment!r}: the value is not plain YAML ({problem})") from None
     out = copy.deepcopy(d)
     node = out
-    parts = key.strip().split(".")
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
+    for i, p in enumerate(parts[:-1]):
+        if node.get(p) is None:
+            node[p] = {}
+        node = node[p]
         if not isinstance(node, dict):
-            raise ConfigError(f"--set {key}: {p} is not a mapping")
+            raise ConfigError(f"--set {assignment!r}: {'.'.join(parts[:i + 1])} is not a mapping "
+                              f"(it holds {node!r})")
     node[parts[-1]] = value
     return out
 
 
 def load_config(path: str | Path | None = None, *, preset: str | None = None,
                 overrides: list[str] | tuple[str, ...] = ()) -> StudyConfig:
-    """Resolve a study config: preset (default 'default', or the file's `preset:` key) < file < --set."""
+    """Resolve a study config: preset (default 'default', or the file's `preset:` key) < file < --set, then
+    validate all of it (ConfigError naming the dotted location; InputError for a file that cannot be read)."""
     file_dict: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
@@ -244,6 +498,8 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None,
             file_dict = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as e:
             raise InputError(f"invalid YAML: {e}", path=str(p)) from e
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"cannot read the config file: {e}", path=str(p)) from e
         if not isinstance(file_dict, dict):
             raise InputError("a study config must be a mapping", path=str(p))
     file_dict.pop("_meta", None)  # provenance block that run-study appends to study.yaml
@@ -256,11 +512,9 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None,
     for assignment in overrides:
         merged = apply_set(merged, assignment)
     merged.setdefault("name", preset)
-    try:
-        return _build(StudyConfig, merged, "study")
-    except TypeError as e:
-        raise ConfigError(f"study config: {e}") from e
+    return validate_config(merged)
 
 
 def dump_config(cfg: StudyConfig) -> str:
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+    """study.yaml: every key, defaults spelled out; `load_config` of it gives back the same `cfg.hash()`."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True)

@@ -2,7 +2,8 @@
 
 Every field has a docstring and a range check in ``__post_init__`` (raising ``leakaudit.errors.ConfigError``),
 imitating TRL's ``*_config.py``. Both are plain, JSON-serialisable dataclasses: ``dataclasses.asdict`` goes
-straight into ``meta.json``.
+straight into ``meta.json``. ``__pydantic_config__`` lets leakaudit.config validate them with pydantic (types, and
+unknown keys rejected) when a study config is loaded; constructing them directly is unchanged.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+
+from pydantic import ConfigDict
 
 from leakaudit.errors import ConfigError
 from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
@@ -27,6 +30,8 @@ def _check(cond: bool, name: str, value: object, need: str) -> None:
 @dataclass(frozen=True)
 class _OptimFields:
     """Fields shared by OPD and teacher SFT: optimisation, LoRA, precision, seed, teacher template."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # not a field: read by pydantic.TypeAdapter only
 
     epochs: int = 1
     """Passes over the records; each epoch visits every record once, in an order shuffled from `seed`. >= 1."""
@@ -52,8 +57,9 @@ class _OptimFields:
     """Module names LoRA adapts (Llama-style projection names by default). Non-empty."""
     bf16_autocast: bool = True
     """Run forward passes and sampling under bf16 autocast; master weights and AdamW state stay fp32."""
-    seed: int = 0
-    """Seeds model init (LoRA), record order, and every sampling step. >= 0."""
+    seed: int | None = None
+    """Seeds model init (LoRA), record order, and every sampling step. >= 0, or None = not chosen yet: a study
+    derives it from its master seed (per student for training); the trainers refuse None (`require_seed`)."""
     teacher_template: str = DEFAULT_TEACHER_TEMPLATE
     """How the teacher sees a record: must contain '{prompt}' and '{privileged}'. Saved in meta.json."""
 
@@ -71,13 +77,21 @@ class _OptimFields:
         _check(self.lora_alpha > 0, "lora_alpha", self.lora_alpha, "> 0")
         _check(0 <= self.lora_dropout < 1, "lora_dropout", self.lora_dropout, "in [0, 1)")
         _check(len(self.lora_target_modules) > 0, "lora_target_modules", self.lora_target_modules, "non-empty")
-        _check(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "an int >= 0")
+        _check(self.seed is None or (isinstance(self.seed, int) and not isinstance(self.seed, bool)
+                                     and self.seed >= 0), "seed", self.seed, "an int >= 0 or None")
         _check("{prompt}" in self.teacher_template and "{privileged}" in self.teacher_template,
                "teacher_template", self.teacher_template[:40] + "...", "a template with {prompt} and {privileged}")
         try:
             self.teacher_template.format(prompt="", privileged="")
         except (KeyError, IndexError, ValueError) as exc:
             raise ConfigError(f"teacher_template: cannot be formatted with prompt/privileged only ({exc})") from exc
+
+    def require_seed(self) -> int:
+        """The seed, or ConfigError when it is None (a caller must choose one: a study derives it)."""
+        if self.seed is None:
+            raise ConfigError(f"{type(self).__name__}.seed is None: pass an int seed (a study derives one from its "
+                              "master `seed`)")
+        return self.seed
 
     def to_dict(self) -> dict:
         d = asdict(self)

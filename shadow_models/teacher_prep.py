@@ -85,6 +85,7 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
     """SFT `base_model` on `population_records` to copy the reference it is given; returns `out_dir`
     (at once if DONE exists). `forbidden_ids` (e.g. the audit's candidates) must not appear among the records.
     Output: weights (or LoRA adapter) + tokenizer, meta.json, ledger.jsonl, DONE last; usable as teacher_model."""
+    config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
     out_dir = Path(out_dir)
     if is_done(out_dir):
         return out_dir

@@ -71,6 +71,7 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     Writes weights (or a LoRA adapter), meta.json, ledger.jsonl (one line per step) and DONE last, building in
     `<out_dir>.partial`; a crash leaves no `out_dir`, and with `config.save_checkpoints` the rerun resumes.
     """
+    config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
     out_dir = Path(out_dir)
     if is_done(out_dir):
         return out_dir

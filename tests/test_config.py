@@ -27,7 +27,7 @@ def test_default_study_is_offline():
 def test_set_overrides_and_hash_changes():
     a = load_config()
     b = load_config(overrides=["plan.n_students=6", "training.epochs=3", "name=x"])
-    assert b.plan.n_students == 6 and b.training["epochs"] == 3 and b.name == "x"
+    assert b.plan.n_students == 6 and b.training.epochs == 3 and b.name == "x"
     assert a.hash() != b.hash()
     assert apply_set({"a": {"b": 1}}, "a.c=[1, 2]") == {"a": {"b": 1, "c": [1, 2]}}
 
@@ -35,7 +35,7 @@ def test_set_overrides_and_hash_changes():
 def test_bad_values_raise_config_error(tmp_path):
     with pytest.raises(ConfigError, match="n_students"):
         load_config(overrides=["plan.n_students=3"])
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match="plan.bogus: unknown key"):
         load_config(overrides=["plan.bogus=1"])
     with pytest.raises(ConfigError, match="key=value"):
         load_config(overrides=["plan.n_students"])
@@ -92,3 +92,40 @@ def test_a_file_listing_domains_replaces_the_presets_domains(tmp_path):
     cfg = load_config(f)
     assert list(cfg.data.domains) == ["code"]
     assert cfg.data.n_candidates == 6 and cfg.data.n_population == 8  # other data keys still merge
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_study_yaml_round_trip_spells_out_every_default(preset, tmp_path):
+    """study.yaml (dump + the `_meta` block run-study appends) loads back to the identical config and hash;
+    every section is typed and written in full (tuples as lists, None as null)."""
+    from leakaudit.signals.backend import SamplingConfig
+    from shadow_models.config import OPDConfig, TeacherPrepConfig
+
+    cfg = load_config(preset=preset, overrides=["attacks=[{name: leaky, params: {slope: 0.2}}, {name: loss}]"])
+    assert isinstance(cfg.training, OPDConfig) and isinstance(cfg.teacher.prep, TeacherPrepConfig)
+    assert isinstance(cfg.signals.sampling, SamplingConfig)
+    text = dump_config(cfg)
+    dumped = yaml.safe_load(text)
+    assert dumped["training"]["lora_target_modules"] == list(OPDConfig().lora_target_modules)
+    assert dumped["training"]["seed"] is None and "seed" in dumped["signals"]["sampling"]
+    assert dumped["teacher"]["prep"]["max_length"] == TeacherPrepConfig().max_length
+    assert dumped["signals"]["vllm_stats_topk"] == -1 and dumped["audit"] is None
+    assert dumped["attacks"][0]["params"]["token_aggregation"] == "mean"  # attack defaults spelled out too
+    (tmp_path / "study.yaml").write_text(text + f"_meta:\n  config_hash: {cfg.hash()}\n")
+    again = load_config(tmp_path / "study.yaml")
+    assert again.hash() == cfg.hash() and again == cfg
+
+
+def test_seeds_are_null_until_the_study_derives_them():
+    from leakaudit.config import with_seed
+
+    cfg = load_config(preset="tiny", overrides=["teacher.prep.seed=5"])
+    assert cfg.training.seed is None and cfg.signals.sampling.seed is None and cfg.teacher.prep.seed == 5
+    assert with_seed(cfg.training, 17).seed == 17 and with_seed(cfg.teacher.prep, 17).seed == 5
+    assert with_seed(cfg.signals.sampling, 3).seed == 3
+
+
+def test_audit_section_is_typed_and_set_through_null():
+    cfg = load_config(preset="tiny", overrides=["audit.target=some/model", "audit.candidates=c.jsonl"])
+    assert cfg.audit.target == "some/model" and cfg.audit.references == [] and cfg.audit.n_references == 4
+    assert cfg.audit.population is None and cfg.audit.records_per_reference == 0

@@ -263,7 +263,7 @@ def test_lora_student_saves_adapter_that_load_model_loads(trained, tiny_model_di
 
 def test_teacher_prep_then_distil_from_it(trained, tiny_model_dir, sample_records):
     records, root, _ = trained
-    cfg = TeacherPrepConfig(epochs=3, batch_size=4, learning_rate=3e-3, bf16_autocast=False)
+    cfg = TeacherPrepConfig(epochs=3, batch_size=4, learning_rate=3e-3, bf16_autocast=False, seed=0)
     with pytest.raises(ConfigError):
         prepare_teacher(tiny_model_dir, sample_records, root / "bad", cfg,
                         forbidden_ids=[sample_records[0].record_id], progress=False)
@@ -332,7 +332,7 @@ def test_teacher_sft_micro_batches_give_the_full_batch_gradient(tiny_model_dir, 
 
 @pytest.mark.slow
 def test_real_smollm2_two_steps(tmp_path, sample_records):
-    cfg = OPDConfig(batch_size=2, epochs=1, max_new_tokens=16, learning_rate=1e-5, bf16_autocast=True)
+    cfg = OPDConfig(batch_size=2, epochs=1, max_new_tokens=16, learning_rate=1e-5, bf16_autocast=True, seed=0)
     out = train_student("smollm2-135m", sample_records[:4], tmp_path / "real", cfg, model_id="real",
                         progress=False)
     ledger = _ledger(out)

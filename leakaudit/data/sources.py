@@ -7,7 +7,8 @@ module imports them all. Sources: offline packages (champ, humaneval, medical), 
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from typing import Any, Mapping
 
 from leakaudit.data import champ, hub_code, hub_math, hub_medical, humaneval, medical, user_files  # noqa: F401
 from leakaudit.data.records import Record, check_token_budget, check_unique
@@ -19,6 +20,26 @@ from leakaudit.errors import ConfigError
 def available_sources() -> dict[str, str]:
     """name -> one-line description of every source `load_source` accepts."""
     return source_descriptions()
+
+
+def check_source_options(name: str, options: Mapping[str, Any], *, where: str = "options") -> None:
+    """Check, without loading anything, that `name` is a registered source and that every key of `options` is a
+    keyword its loader accepts (or `limit`, which load_source takes itself); loaders' parameters without a default
+    must be given. ConfigError names `<where>.<key>` (e.g. data.domains.code.options.tabels)."""
+    entry = get_source(name)
+    params = inspect.signature(entry.loader).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    accepted = {n for n, p in params.items()
+                if n != "seed" and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+    accepted.add("limit")
+    for key in options:
+        if key not in accepted:
+            raise ConfigError(f"{where}.{key}: unknown option for source '{name}'; accepted: "
+                              f"{', '.join(sorted(accepted))}")
+    for n, p in params.items():
+        if n in accepted and p.default is inspect.Parameter.empty and n not in options:
+            raise ConfigError(f"{where}.{n}: required by source '{name}'")
 
 
 def load_source(name: str, *, limit: int | None = None, seed: int = 0, tokenizer: Any = None,

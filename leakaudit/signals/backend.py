@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Protocol, runtime_checkable
 
 import numpy as np
+from pydantic import ConfigDict
 
 from leakaudit.errors import ConfigError
 
@@ -21,6 +22,8 @@ BACKEND_KINDS = ("transformers", "vllm")
 class SamplingConfig:
     """How fresh trajectories are drawn from a target student."""
 
+    __pydantic_config__ = ConfigDict(extra="forbid")  # not a field: leakaudit.config validates study configs with it
+
     n_per_record: int = 4
     """Trajectories per prompt (>= 1)."""
     temperature: float = 1.0
@@ -29,8 +32,9 @@ class SamplingConfig:
     """Nucleus mass in (0, 1]; 1.0 disables nucleus filtering."""
     max_new_tokens: int = 128
     """Upper bound on completion length (>= 1); a completion stops earlier at EOS (kept)."""
-    seed: int = 0
-    """Sampling seed (>= 0). Trajectory j of a prompt is a function of (seed, prompt ids, j) only."""
+    seed: int | None = None
+    """Sampling seed (>= 0). Trajectory j of a prompt is a function of (seed, prompt ids, j) only. None = not
+    chosen yet: a study derives it per target from its master seed; sampling refuses None (sampler.row_seed)."""
     batch_size: int = 16
     """Sequences decoded together (>= 1); does not change the sampled tokens (see the backend's notes)."""
 
@@ -43,8 +47,8 @@ class SamplingConfig:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0):
+            raise ConfigError(f"seed must be an integer >= 0 or None, got {self.seed!r}")
         if not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise ConfigError(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
 

@@ -17,9 +17,14 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from leakaudit.errors import ConfigError
+
 
 def row_seed(seed: int, prompt: Sequence[int], index: int) -> int:
     """A 63-bit seed from (seed, prompt ids, trajectory index): sha256 of their little-endian bytes."""
+    if seed is None:
+        raise ConfigError("SamplingConfig.seed is None: pass an int seed (a study derives one per target from its "
+                          "master `seed`)")
     h = hashlib.sha256()
     h.update(np.asarray([seed, index], dtype=np.int64).tobytes())
     h.update(np.asarray(list(prompt), dtype=np.int64).tobytes())
