@@ -34,7 +34,7 @@ def anatomy(run_root: Path) -> dict:
     plan = MembershipPlan.load(run.plan_dir)
     records = {r.record_id: r for r in read_jsonl(run.records)}
     out = {}
-    for view, inp in run_inputs(run, plan, records, cfg.plan.k_refs):
+    for view, inp in run_inputs(run, plan, records, cfg.plan.n_matched_references):
         if view.null_check:
             continue
         member = np.asarray(inp.labels, dtype=bool)

@@ -43,7 +43,7 @@ def knob_table(run_root: Path, n_boot: int = 1000) -> pd.DataFrame:
     records = {r.record_id: r for r in read_jsonl(run.records)}
     specs = [AttackSpecConfig(name="leaky", params=p, label=label) for label, p in VARIANTS.items()]
     frames = []
-    for view, inputs in run_inputs(run, plan, records, cfg.plan.k_refs):
+    for view, inputs in run_inputs(run, plan, records, cfg.plan.n_matched_references):
         frames.append(attack_rows(inputs, specs, target=view.target, domain=view.domain,
                                   null_check=view.null_check, label_source=view.label_source))
     metrics = summarise(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=0)

@@ -39,7 +39,7 @@ import pandas as pd
 from attacks import run_attack
 from attacks.leaky import LeakyParams
 from _run_cli import main_over_runs
-from leakaudit.assemble import build_inputs, target_views
+from leakaudit.assemble import build_inputs
 from leakaudit.config import load_config
 from leakaudit.data.records import read_jsonl
 from leakaudit.membership import MembershipPlan
@@ -73,14 +73,15 @@ def analyse(run_root: Path, n_boot: int) -> dict:
     cfg = load_config(run_root / "study.yaml")
     plan = MembershipPlan.load(run.plan_dir)
     records = {r.record_id: r for r in read_jsonl(run.records)}
-    views = [v for v in target_views(plan) if not v.null_check]
+    views = [v for v in plan.views() if not v.null_check]
     offline = {v.domain: plan.models_of(v.domain, "null")[0] for v in views}
     scratch = {}
     for domain in sorted(set(offline)):
         scratch.update(score_with_offline(run, [v.target for v in views if v.domain == domain], offline[domain]))
     rows = []
     for view in views:
-        inputs = build_inputs(run.root, plan, view, records, k_refs=cfg.plan.k_refs, fresh_dir=run.fresh,
+        k_in, k_out = plan.reference_counts(cfg.plan.n_matched_references)
+        inputs = build_inputs(plan, view, records, k_in=k_in, k_out=k_out, fresh_dir=run.fresh,
                               fixed_path=run.fixed)
         null_lp = load_logp(scratch[view.target], offline[view.domain])
         offline_refs = [[lp[None, :] for lp in null_lp[rid]] for rid in inputs.record_ids]

@@ -30,7 +30,6 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from leakaudit.assemble import out_references, target_views
 from leakaudit.membership import MembershipPlan
 from leakaudit.rundir import RunDir
 from leakaudit.signals.store import load_logp
@@ -58,9 +57,10 @@ def analyse(run_root: Path, k_refs: int = 1) -> dict:
     run = RunDir(run_root)
     plan = MembershipPlan.load(run.plan_dir)
     out = {}
-    for view in target_views(plan):
+    for view in plan.views():
         labels_map = plan.labels(view.label_source)
-        outs = out_references(plan, view, k_refs)
+        matched = plan.matched_references(view, 0, k_refs)
+        outs = {rid: list(refs) for rid, refs in zip(matched.record_ids, matched.outs)}
         logps = {m: load_logp(run.fresh(view.target), m)
                  for m in {view.target, *(m for chosen in outs.values() for m in chosen)}}
         ids = plan.candidates[view.domain]

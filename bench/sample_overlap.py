@@ -24,7 +24,6 @@ import pandas as pd
 from transformers import AutoTokenizer
 
 from _run_cli import main_over_runs
-from leakaudit.assemble import target_views
 from leakaudit.data.records import read_jsonl
 from leakaudit.membership import MembershipPlan
 from leakaudit.metrics import roc_metrics
@@ -41,7 +40,7 @@ def analyse(run_root: Path, n_boot: int) -> dict:
     run = RunDir(run_root)
     plan = MembershipPlan.load(run.plan_dir)
     records = {r.record_id: r for r in read_jsonl(run.records)}
-    views = target_views(plan)
+    views = plan.views()
     tok = AutoTokenizer.from_pretrained(str(run.model(views[0].target)))
     rows = []
     for view in views:

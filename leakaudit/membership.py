@@ -30,7 +30,9 @@ from leakaudit.io import atomic_path, read_json, write_json
 
 PLAN_FILE = "plan.json"
 TABLE_FILE = "membership.parquet"
-ROLES = ("student", "null", "reference")
+ROLES = ("student", "null", "reference", "target")
+TARGET_ID = "target"
+"""The model id of an audit's given target (a model the plan does not train)."""
 
 
 @dataclass
@@ -73,28 +75,64 @@ class MembershipPlan:
         t = self.table[(self.table.model_id == model_id) & self.table.record_id.isin(self.candidates[domain])]
         return dict(zip(t.record_id, t.is_member.astype(bool)))
 
-    def references_for(self, target: str, record_id: str, *, member: bool, k: int,
-                       exclude: Sequence[str] = ()) -> list[str]:
-        """Exactly `k` students of the target's domain (never the target, never a null student, never one in
-        `exclude`) whose membership of `record_id` equals `member`, chosen by a seeded draw keyed on
-        (seed, target, record).
+    def keep(self, domain: str) -> tuple[list[str], list[str], np.ndarray]:
+        """The domain's keep matrix as LiRA's reference code holds it: (model ids [M], candidate ids [N],
+        bool [M, N] with keep[m, n] = model m trained on candidate n). Rows: the domain's trainable references
+        (role student or reference), sorted by id; columns: the domain's candidates in plan order."""
+        models = sorted(m for m in self.models_of(domain) if self.models[m]["role"] in ("student", "reference"))
+        records = list(self.candidates[domain])
+        t = self.table[self.table.model_id.isin(models) & self.table.record_id.isin(records)]
+        wide = t.pivot(index="model_id", columns="record_id", values="is_member")
+        wide = wide.reindex(index=models, columns=records)
+        if wide.isna().to_numpy().any():
+            raise InputError("membership table lacks a (model, candidate) row", path=TABLE_FILE)
+        return models, records, wide.to_numpy(dtype=bool)
 
-        The count is fixed so that the number of references can never reveal the record's membership in the
-        target (with a balanced matrix the target's own membership changes how many OUT students exist).
-        A null target borrows another student's labels; that student goes in `exclude`, or which references
-        are IN or OUT would carry its labels into the null check.
-        """
-        domain = self.models[target]["domain"]
-        pool = [m for m in self.models_of(domain, "student") + self.models_of(domain, "reference")
-                if m != target and m not in exclude]
-        t = self.table
-        rows = t[(t.record_id == record_id) & t.model_id.isin(pool) & (t.is_member == member)]
-        eligible = sorted(rows.model_id.tolist())
-        if len(eligible) < k:
-            raise ConfigError(f"record {record_id}: only {len(eligible)} {'IN' if member else 'OUT'} references "
-                              f"for target {target}, {k} needed")
-        rng = np.random.default_rng(_stable_seed(self.seed, target, record_id, str(member)))
-        return sorted(rng.choice(eligible, size=k, replace=False).tolist())
+    def views(self) -> list["TargetView"]:
+        """Every attacked model with the labels it is attacked with, in a fixed order: each student (its own
+        labels), each audit target (labels from the candidates' `meta.is_member` when given), then each null
+        student, attacked with the labels of its domain's first student (it trained on no candidate, so its AUROC
+        must be ~0.5)."""
+        views = [TargetView(m, info["domain"], m, False) for m, info in self.models.items()
+                 if info["role"] in ("student", "target")]
+        for m, info in self.models.items():
+            if info["role"] == "null":
+                views.append(TargetView(m, info["domain"], self.models_of(info["domain"], "student")[0], True))
+        return views
+
+    def reference_counts(self, n_matched: int = 0) -> tuple[int, int]:
+        """(k_in, k_out): how many IN and OUT references score each candidate of any target, fixed per plan so the
+        count can never reveal a record's membership (with a balanced matrix the target's own membership changes
+        how many OUT students exist). keep_matrix: n_matched, or M/2 - 1 when 0, of each; disjoint: no IN
+        reference and every reference OUT."""
+        if self.design == "disjoint":
+            return 0, len([m for m, i in self.models.items() if i["role"] == "reference"])
+        k = n_matched or int(self.params["n_students"]) // 2 - 1
+        return k, k
+
+    def matched_references(self, view: "TargetView", k_in: int, k_out: int) -> "MatchedReferences":
+        """The ONE answer to "which references, IN and OUT, score candidate r for this target": exactly k_in
+        models that trained on r and k_out that did not, among the domain's students and references, never the
+        target and never a model in `view.excluded` (a null target's label source: otherwise which references
+        are IN or OUT would carry its labels into the null check). Chosen by a seeded draw keyed on
+        (plan seed, target, record, member), so every stage and every rerun gets the same ones."""
+        models, records, keep = self.keep(view.domain)
+        usable = np.array([m != view.target and m not in view.excluded for m in models])
+        ins, outs = [], []
+        for j, rid in enumerate(records):
+            chosen = {}
+            for member, k in ((True, k_in), (False, k_out)):
+                eligible = [models[i] for i in np.flatnonzero(usable & (keep[:, j] == member))]
+                if len(eligible) < k:
+                    raise ConfigError(f"record {rid}: only {len(eligible)} {'IN' if member else 'OUT'} references "
+                                      f"for target {view.target}, {k} needed")
+                rng = np.random.default_rng(_stable_seed(self.seed, view.target, rid, str(member)))
+                chosen[member] = sorted(rng.choice(eligible, size=k, replace=False).tolist()) if k else []
+            ins.append(chosen[True])
+            outs.append(chosen[False])
+        pool = [m for m, ok in zip(models, usable) if ok]
+        return MatchedReferences(records, np.array(ins, dtype=object).reshape(len(records), k_in),
+                                 np.array(outs, dtype=object).reshape(len(records), k_out), pool)
 
     # ---- persistence -----------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> None:
@@ -126,6 +164,45 @@ class MembershipPlan:
         return (self.design == other.design and self.seed == other.seed and self.models == other.models
                 and self.candidates == other.candidates and self.population == other.population
                 and a.equals(b))
+
+
+@dataclass(frozen=True)
+class TargetView:
+    """Who is attacked and with which labels. For a null target, labels come from another student."""
+
+    target: str
+    domain: str
+    label_source: str
+    null_check: bool
+
+    @property
+    def excluded(self) -> tuple[str, ...]:
+        """Models that must never serve as this target's references: a null target's label source."""
+        return (self.label_source,) if self.null_check else ()
+
+
+@dataclass(frozen=True)
+class MatchedReferences:
+    """One target's matched references (from `MembershipPlan.matched_references`).
+
+    record_ids [N]: the domain's candidates; ins [N, k_in] / outs [N, k_out]: model ids (object arrays) that did /
+    did not train on each record; pool: every model that may serve this target as a reference (the columns of
+    the population comparison), sorted.
+    """
+
+    record_ids: list[str]
+    ins: np.ndarray
+    outs: np.ndarray
+    pool: list[str]
+
+    def fresh_scorers(self, target: str, base_id: str) -> dict[str, list[str] | None]:
+        """Which models score the target's fresh trajectories, on which records (None = all): the target and the
+        base on every candidate; each reference only on the records it is a matched OUT reference for."""
+        needs: dict[str, list[str] | None] = {target: None, base_id: None}
+        for rid, refs in zip(self.record_ids, self.outs):
+            for m in refs:
+                needs.setdefault(m, []).append(rid)
+        return needs
 
 
 def _stable_seed(*parts: object) -> int:
@@ -273,27 +350,52 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
 
 
 def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domain: str, n_references: int,
-                  records_per_reference: int, seed: int) -> MembershipPlan:
-    """Audit plan: `n_references` students trained on seeded subsets of `population`; no candidate is IN."""
+                  records_per_reference: int, seed: int, external_references: Sequence[str] = (),
+                  target_labels: dict[str, bool] | None = None, n_held_out: int = 0) -> MembershipPlan:
+    """Audit plan: references that never saw a candidate, and (for `leakaudit audit`) the given target.
+
+    References: `external_references` (model paths or hub ids the auditor trained without any candidate; their
+    plan.models entry records the path, and they are taken to be OUT for every record), or else `n_references`
+    students trained on seeded subsets of `records_per_reference` population records. `n_held_out` population
+    records (a seeded choice) are never trained on by any reference: RMIA compares against population records
+    that are OUT for every reference. With `target_labels` (candidate id -> is_member, e.g. from the candidates'
+    meta.is_member) the plan also holds a model "target" with those labels (no rows when unknown).
+    """
     overlap = set(candidates) & set(population)
     if overlap:
         raise InputError(f"{len(overlap)} candidate records also appear in the population "
                          f"(e.g. {sorted(overlap)[0]}); references must exclude every candidate")
-    if records_per_reference > len(population):
-        raise ConfigError(f"records_per_reference={records_per_reference} exceeds the population "
-                          f"({len(population)} records)")
-    if n_references < 1:
-        raise ConfigError("n_references must be >= 1")
     pop = sorted(population)
+    held = set(_shuffled(pop, seed, f"held-out {domain}")[:n_held_out]) if n_held_out else set()
+    trainable = [rid for rid in pop if rid not in held]
     rows, models = [], {}
-    for k in range(n_references):
-        model_id = f"{domain}-ref{k}"
-        models[model_id] = {"domain": domain, "role": "reference"}
-        rng = np.random.default_rng(_stable_seed(seed, "ref", domain, k))
-        chosen = set(rng.choice(len(pop), size=records_per_reference, replace=False).tolist())
-        rows += [(rid, model_id, False) for rid in candidates]
-        rows += [(rid, model_id, i in chosen) for i, rid in enumerate(pop)]
+    if external_references:
+        for k, ref in enumerate(external_references):
+            model_id = f"{domain}-ref{k}"
+            models[model_id] = {"domain": domain, "role": "reference", "path": str(ref)}
+            rows += [(rid, model_id, False) for rid in list(candidates) + pop]
+    else:
+        if n_references < 1:
+            raise ConfigError("n_references must be >= 1")
+        if not 1 <= records_per_reference <= len(trainable):
+            raise ConfigError(f"records_per_reference={records_per_reference} must be in [1, {len(trainable)}] "
+                              f"(population {len(pop)} records, {len(held)} held out)")
+        for k in range(n_references):
+            model_id = f"{domain}-ref{k}"
+            models[model_id] = {"domain": domain, "role": "reference"}
+            rng = np.random.default_rng(_stable_seed(seed, "ref", domain, k))
+            chosen = {trainable[i] for i in rng.choice(len(trainable), size=records_per_reference, replace=False)}
+            rows += [(rid, model_id, False) for rid in candidates]
+            rows += [(rid, model_id, rid in chosen) for rid in pop]
+    params: dict = {"n_references": len(models), "records_per_reference": records_per_reference}
+    if n_held_out:
+        params["n_held_out"] = n_held_out
+    models[TARGET_ID] = {"domain": domain, "role": "target"}
+    if target_labels is not None:
+        missing = set(candidates) - set(target_labels)
+        if missing:
+            raise InputError(f"no label for candidate {sorted(missing)[0]}", field="meta.is_member")
+        rows += [(rid, TARGET_ID, bool(target_labels[rid])) for rid in candidates]
     table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
-    params = {"n_references": n_references, "records_per_reference": records_per_reference}
     return MembershipPlan("disjoint", seed, params, models, {domain: list(candidates)},
                           {domain: list(population)}, table)

@@ -1,4 +1,4 @@
-"""Paths inside a run directory (see DESIGN.md "A run directory"); one place that knows the layout."""
+"""Paths inside a run directory (see docs/architecture.md, "A run directory"); one place that knows the layout."""
 
 from __future__ import annotations
 
@@ -74,6 +74,16 @@ class RunDir:
     @property
     def report_html(self) -> Path:
         return self.root / "report.html"
+
+    @property
+    def candidates_csv(self) -> Path:
+        """Audits: one row per candidate, one column per attack."""
+        return self.root / "candidates.csv"
+
+    @property
+    def audit_json(self) -> Path:
+        """Audits: what was audited, with which references and recipe."""
+        return self.root / "audit.json"
 
     @property
     def leak_map(self) -> Path:

@@ -15,7 +15,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from attacks import AttackInputs, get_attack, list_attacks, run_attack
-from leakaudit.assemble import run_inputs, target_views
+from leakaudit.assemble import run_inputs
 from leakaudit.config import AttackSpecConfig, StudyConfig
 from leakaudit.data.records import Record
 from leakaudit.errors import InputError
@@ -62,14 +62,18 @@ def attack_rows(inputs: AttackInputs, specs: list[AttackSpecConfig], *, target: 
 
 
 def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record], cfg: StudyConfig, tokenizer: Any,
-                  *, progress: bool = True) -> tuple[pd.DataFrame, dict | None]:
+                  *, progress: bool = True, log=print) -> tuple[pd.DataFrame, dict | None]:
+    """Every attack on every view of the plan. A real study target must have every signal an attack needs (a
+    missing one is a bug, so it raises); a null target may lack RMIA's population (its own training records are
+    not a population) and an audit has no IN references: there an unavailable attack is logged and left out."""
     specs = attack_specs(cfg.attacks)
     frames = []
     best: tuple[float, Any, Any] | None = None
-    for view, inputs in tqdm(run_inputs(run, plan, records, cfg.plan.k_refs), total=len(target_views(plan)),
-                             desc="attacks", disable=not progress):
+    for view, inputs in tqdm(run_inputs(run, plan, records, cfg.plan.n_matched_references),
+                             total=len(plan.views()), desc="attacks", disable=not progress):
+        lenient = view.null_check or plan.models[view.target]["role"] == "target"
         rows = attack_rows(inputs, specs, target=view.target, domain=view.domain, null_check=view.null_check,
-                           label_source=view.label_source)
+                           label_source=view.label_source, skip_unavailable=lenient, log=log)
         frames.append(rows)
         leaky = rows[(rows.attack_name == "leaky") & rows.is_member.astype(bool)]
         if not view.null_check and len(leaky) and leaky.score.notna().any():

@@ -1,13 +1,23 @@
-"""run-study: records → plan → (teacher) → students → signals → attacks → report, resumable.
+"""run-study and audit: records → plan → (teacher) → students → signals → attacks → report, resumable.
 
-Each stage knows its outputs; a stage whose outputs are complete is skipped, so a crash loses only the stage
-in flight. ``force`` names stages to redo; forcing a stage also redoes every later stage, because their inputs
-change. A run directory holding a different config is refused rather than silently mixed.
+One pipeline serves both. A study draws candidates from configured sources and trains a keep matrix of
+students, each a target in turn; an audit (`cfg.audit`) is a study whose target is given and whose references
+never saw a candidate (the plan's `disjoint` design), so both go through the same stages, the same assembler and
+the same resume checks.
+
+Order of work: `prepare()` loads and checks the whole config and every input in memory (records, token budgets,
+domains, the plan, model references, the state of an existing run directory) and writes nothing; only then is
+the run directory touched. Each stage leaves a marker (leakaudit.stage_marks) with the hash of its inputs and
+of its outputs; a stage whose marker matches is skipped, so a crash loses only the stage in flight, and a
+marker that does not match (an edited records.jsonl, a target model retrained in place) is an error before
+anything is written or deleted. ``force`` names stages to redo; forcing a stage also redoes every later stage.
+A run directory holding a different config is refused rather than silently mixed.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import hashlib
+import json
 import shutil
 import time
 from pathlib import Path
@@ -15,14 +25,23 @@ from typing import Callable, Iterable
 
 from tqdm.auto import tqdm
 
-from leakaudit.config import StudyConfig, dump_config
-from leakaudit.data.records import Record, check_token_budget, check_unique, read_jsonl, write_jsonl
-from leakaudit.errors import ConfigError
-from leakaudit.io import atomic_path, is_done, mark_done, write_json, write_text
-from leakaudit.membership import MembershipPlan, _stable_seed, keep_matrix_plan, split_pool, teacher_slice
+from leakaudit import stage_marks
+from leakaudit.config import StudyConfig, dump_config, with_seed
+from leakaudit.data.records import Record, check_unique, read_jsonl, record_lines, write_jsonl
+from leakaudit.errors import ConfigError, InputError
+from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
+from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
+                                  split_pool, teacher_slice)
 from leakaudit.rundir import RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
+REBUILT_WHEN_CHANGED = ("report",)
+"""Stages whose outputs are presentation only, derived from earlier outputs: when they no longer match their
+marker (`leakaudit report --redact` rebuilt them) they are rebuilt instead of refused."""
+TRAINED_ROLES = ("student", "null", "reference")
+AUDIT_HELD_OUT_FRACTION = 4
+"""An audit that trains its references holds out 1/4 of the population from all of them: RMIA compares each
+candidate against population records that no reference (and not the target) trained on."""
 
 
 def stage_seed(master: int, *parts: object) -> int:
@@ -30,15 +49,21 @@ def stage_seed(master: int, *parts: object) -> int:
     return _stable_seed(master, *parts) % (2**31 - 1)
 
 
+def _jsonl_bytes(records: list[Record]) -> bytes:
+    return "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
 class Study:
-    """One study run directory and its stages. `log` receives one-line progress messages."""
+    """One run directory and its stages. `log` receives one-line progress messages; `redact` replaces privileged
+    texts in the report."""
 
     def __init__(self, cfg: StudyConfig, *, force: Iterable[str] = (), log: Callable[[str], None] = print,
-                 progress: bool = True):
+                 progress: bool = True, redact: bool = False):
         self.cfg = cfg
         self.run = RunDir(cfg.run_dir)
         self.log = log
         self.progress = progress
+        self.redact = redact
         force = set(force)
         unknown = force - set(STAGES) - {"all"}
         if unknown:
@@ -48,7 +73,13 @@ class Study:
         self.force_from = min((STAGES.index(s) for s in force), default=len(STAGES))
         self._tokenizer = None
         self._records: dict[str, Record] | None = None
+        self._teacher_records: list[Record] | None = None
         self._plan: MembershipPlan | None = None
+        self._todo_from: int | None = None
+
+    @property
+    def is_audit(self) -> bool:
+        return self.cfg.audit is not None
 
     # ---- helpers ----------------------------------------------------------------------------------------
     @property
@@ -59,39 +90,26 @@ class Study:
             self._tokenizer = load_tokenizer(self.cfg.base_model, trust_remote_code=self.cfg.trust_remote_code)
         return self._tokenizer
 
-    def stage_outputs(self, stage: str) -> list[Path]:
-        """Files and directories a stage writes (what --force removes)."""
-        run = self.run
-        models = run.root / "models"
-        return {
-            "records": [run.records, run.teacher_records],
-            "plan": [run.membership, run.plan_dir / "plan.json"],
-            "teacher": [run.teacher],
-            "students": [p for p in models.glob("*") if p != run.teacher] if models.is_dir() else [],
-            "signals": [run.root / "signals"],
-            "attacks": [run.scores, run.leak_map],
-            "report": [run.metrics_json, run.metrics_csv, run.plots, run.report_html],
-        }[stage]
-
-    def _clear_forced_outputs(self) -> None:
-        for stage in STAGES[self.force_from:]:
-            for path in self.stage_outputs(stage):
-                if path.is_dir():
-                    shutil.rmtree(path)
-                elif path.exists():
-                    path.unlink()
-
     def records(self) -> dict[str, Record]:
-        """The run's records by id, read once (records.jsonl never changes after its stage)."""
+        """The run's records by id: prepared in memory by `prepare()`, else read from records.jsonl."""
         if self._records is None:
             self._records = {r.record_id: r for r in read_jsonl(self.run.records)}
         return self._records
 
+    def teacher_records(self) -> list[Record]:
+        if self._teacher_records is None:
+            self._teacher_records = read_jsonl(self.run.teacher_records) if self.run.teacher_records.is_file() else []
+        return self._teacher_records
+
     def plan(self) -> MembershipPlan:
-        """The run's membership plan, read once (it never changes after its stage)."""
+        """The run's membership plan: built in memory by `prepare()`, else read from the run directory."""
         if self._plan is None:
             self._plan = MembershipPlan.load(self.run.plan_dir)
         return self._plan
+
+    def trained_models(self) -> list[str]:
+        """Plan models this run trains (students, null students, references it is not given)."""
+        return [m for m, info in self.plan().models.items() if info["role"] in TRAINED_ROLES and "path" not in info]
 
     def teacher_model(self) -> str | None:
         kind = self.cfg.teacher.kind
@@ -101,57 +119,183 @@ class Study:
             return str(self.run.teacher)
         return kind
 
+    def model_ref(self, model_id: str) -> str:
+        from leakaudit.assemble import BASE_ID
+
+        if model_id == BASE_ID:
+            return self.cfg.base_model
+        if model_id == TARGET_ID and self.is_audit:
+            return self.cfg.audit.target
+        info = self.plan().models.get(model_id, {})
+        return info.get("path") or str(self.run.model(model_id))
+
+    def external_models(self) -> dict[str, str]:
+        """Model references the run reads but does not make: base, a teacher given by reference, an audit's
+        target and given references (their content digests are stage inputs)."""
+        refs = {"base": self.cfg.base_model}
+        if self.cfg.teacher.kind not in ("self", "prepared"):
+            refs["teacher"] = self.cfg.teacher.kind
+        if self.is_audit:
+            refs["target"] = self.cfg.audit.target
+            refs.update({f"reference{k}": r for k, r in enumerate(self.cfg.audit.references)})
+        return refs
+
+    def stage_outputs(self, stage: str) -> list[Path]:
+        """Files and directories a stage writes (what its marker hashes and --force removes)."""
+        run = self.run
+        if stage == "students":
+            models = run.root / "models"
+            existing = [p for p in models.glob("*") if p != run.teacher] if models.is_dir() else []
+            planned = [run.model(m) for m in self.trained_models()] if self._plan or run.membership.is_file() else []
+            return sorted(set(existing) | set(planned))
+        return {
+            "records": [run.records, run.teacher_records],
+            "plan": [run.membership, run.plan_dir / "plan.json"],
+            "teacher": [run.teacher],
+            "signals": [run.root / "signals"],
+            "attacks": [run.scores, run.leak_map, run.candidates_csv, run.audit_json],
+            "report": [run.metrics_json, run.metrics_csv, run.plots, run.report_html],
+        }[stage]
+
     # ---- orchestration ----------------------------------------------------------------------------------
     def run_all(self) -> Path:
-        self._check_config()
-        for stage in STAGES:
+        self.prepare()
+        self._write_header()
+        for i, stage in enumerate(STAGES):
+            if i < self._todo_from:
+                self.log(f"[{stage}] skipped: finished earlier on the same inputs")
+                continue
             start = time.time()
             getattr(self, f"stage_{stage}")()
+            self._mark(stage)
             self.log(f"[{stage}] done in {time.time() - start:.1f} s")
         return self.run.root
 
-    def _check_config(self) -> None:
+    def prepare(self) -> None:
+        """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2)."""
+        self._check_run_dir_config()
+        if self.is_audit:
+            cands, pop = self._audit_records()
+            records, teacher_pool = cands + pop, []
+            self._plan = self._audit_plan(cands, pop)
+        else:
+            records, teacher_pool = self._study_records()
+            self._plan = self._study_plan(records)
+        self._records = {r.record_id: r for r in records}
+        self._teacher_records = teacher_pool
+        self._check_model_refs()
+        self._todo_from = self._check_stage_marks()
+
+    def _check_run_dir_config(self) -> None:
+        if not self.run.config.is_file():
+            return
+        import yaml
+
+        old = yaml.safe_load(self.run.config.read_text(encoding="utf-8")) or {}
+        old_hash = (old.get("_meta") or {}).get("config_hash")
+        # str(): an unquoted hash of decimal digits only (~0.4% of hashes) reads back as an int
+        if str(old_hash) != self.cfg.hash() and self.force_from > 0:
+            what = "an audit" if "audit" in old and old.get("audit") else "a study"
+            raise ConfigError(f"{self.run.root} holds {what} with a different config (hash {old_hash}, now "
+                              f"{self.cfg.hash()}); choose another name/--out or --force all")
+
+    def _check_model_refs(self) -> None:
+        from leakaudit.models import resolve_model_ref
+
+        for ref in self.external_models().values():
+            resolve_model_ref(ref)
+
+    def _stage_inputs(self, stage: str, upstream: list[str]) -> str:
+        """What a stage's results depend on: the config, the records this config gives (recomputed from the
+        sources, so a source file changed under a finished run is noticed), the outputs of every earlier stage,
+        and the content of models the run reads but does not make."""
+        parts = {"stage": stage, "config": self.cfg.hash(), "upstream": upstream}
+        if stage == "records":
+            records = list(self.records().values())
+            parts["records"] = hashlib.sha256(_jsonl_bytes(records) + _jsonl_bytes(self.teacher_records())).hexdigest()
+        else:
+            parts["models"] = {k: self._model_digest(r) for k, r in sorted(self.external_models().items())}
+        if stage == "report":
+            parts["redact"] = self.redact
+        return stage_marks.inputs_hash(parts)
+
+    def _model_digest(self, ref: str) -> str:
+        cache = self.__dict__.setdefault("_digests", {})
+        if ref not in cache:
+            cache[ref] = stage_marks.model_digest(ref)
+        return cache[ref]
+
+    def _check_stage_marks(self) -> int:
+        """Index of the first stage to run. Finished stages form a prefix; each one's marker must match its
+        inputs and outputs (else InputError naming the stage), checked before anything is written or deleted."""
+        upstream: list[str] = []
+        for i, stage in enumerate(STAGES):
+            mark = stage_marks.read_mark(self.run.root, stage)
+            if i >= self.force_from or mark is None:
+                return i
+            if mark.get("inputs") != self._stage_inputs(stage, upstream):
+                raise InputError(f"stage '{stage}' finished on other inputs than this run's (a source file, an "
+                                 "earlier stage's outputs or a model it reads changed since); rerun with "
+                                 f"--force {stage}", path=str(self.run.root))
+            outputs = stage_marks.tree_digest(self.stage_outputs(stage), self.run.root)
+            if outputs != mark.get("outputs"):
+                if stage in REBUILT_WHEN_CHANGED:
+                    return i
+                raise InputError(f"outputs of stage '{stage}' ({', '.join(mark.get('paths', []))}) changed after "
+                                 f"it finished (edited or truncated?); rerun with --force {stage}",
+                                 path=str(self.run.root))
+            upstream.append(mark["outputs"])
+        return len(STAGES)
+
+    def _write_header(self) -> None:
         from leakaudit.envinfo import environment
 
-        root = self.run.root
-        if self.run.config.is_file():
-            import yaml
-
-            old = yaml.safe_load(self.run.config.read_text(encoding="utf-8")) or {}
-            old_hash = (old.get("_meta") or {}).get("config_hash")
-            if old_hash != self.cfg.hash() and self.force_from > 0:
-                raise ConfigError(f"{root} holds a study with a different config (hash {old_hash}, now "
-                                  f"{self.cfg.hash()}); choose another name (--set name=...) or --force all")
-        root.mkdir(parents=True, exist_ok=True)
-        self._clear_forced_outputs()
-        text = dump_config(self.cfg) + f"_meta:\n  config_hash: {self.cfg.hash()}\n"
+        self.run.root.mkdir(parents=True, exist_ok=True)
+        for stage in STAGES[self._todo_from:]:
+            stage_marks.remove_mark(self.run.root, stage)
+        for stage in STAGES[self.force_from:]:
+            for path in self.stage_outputs(stage):
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.exists():
+                    path.unlink()
+        text = dump_config(self.cfg) + f"_meta:\n  config_hash: '{self.cfg.hash()}'\n"
         write_text(self.run.config, text)
         write_json(self.run.env, environment(self.cfg.seed))
 
-    # ---- stages -----------------------------------------------------------------------------------------
-    def stage_records(self) -> None:
-        if self.run.records.is_file():
-            return
+    def _mark(self, stage: str) -> None:
+        i = STAGES.index(stage)
+        upstream = [stage_marks.read_mark(self.run.root, s)["outputs"] for s in STAGES[:i]]
+        stage_marks.write_mark(self.run.root, stage, self._stage_inputs(stage, upstream), self.stage_outputs(stage))
+
+    # ---- records (in memory; checked before anything is written) -----------------------------------------
+    def _study_records(self) -> tuple[list[Record], list[Record]]:
         from leakaudit.data.sources import load_source
 
         data = self.cfg.data
-        tok = self.tokenizer
         chosen: list[Record] = []
         teacher_pool: list[Record] = []
         for domain, spec in data.domains.items():
-            pool = load_source(spec.source, seed=self.cfg.seed, **spec.options)
-            pool = [r if r.domain == domain else dataclasses.replace(r, domain=domain, record_id="") for r in pool]
-            check_unique(pool, path=f"source '{spec.source}'")
-            if data.drop_over_budget:
-                kept = [r for r in pool if self._within_budget(r)]
+            options = dict(spec.options)
+            if spec.source == "file":
+                options.setdefault("domain", domain)  # fills rows without a domain of their own
+            pool = load_source(spec.source, seed=self.cfg.seed, **options)
+            where = str(options.get("path") or f"source '{spec.source}'")
+            lines = record_lines(Path(options["path"])) if spec.source == "file" else None
+            for i, r in enumerate(pool):
+                if r.domain != domain:
+                    raise InputError(f"has domain '{r.domain}', but data.domains.{domain} takes records of domain "
+                                     f"'{domain}' (records are never relabelled: that would change their ids); "
+                                     "rename the configured domain or fix the record", path=where,
+                                     line=lines[i] if lines else None, record_id=r.record_id, field="domain")
+            check_unique(pool, path=where)
+            if spec.source == "file" or not data.drop_over_budget:
+                self._check_budget(pool, where, lines)  # a user's file is never silently trimmed
+                dropped = 0
+            else:
+                kept = [r for r in pool if self._over_budget(r) is None]
                 dropped = len(pool) - len(kept)
                 pool = kept
-            else:
-                check_token_budget([dataclasses.replace(r, privileged="x") for r in pool], tok,
-                                   data.max_prompt_tokens, path=f"source '{spec.source}'")
-                check_token_budget([dataclasses.replace(r, prompt="x") for r in pool], tok,
-                                   data.max_privileged_tokens, path=f"source '{spec.source}'")
-                dropped = 0
             by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
                                     n_teacher=data.n_teacher_records)
@@ -163,21 +307,86 @@ class Study:
             self.log(f"[records] {domain}: {len(pool)} from '{spec.source}' ({dropped} over the token budget "
                      f"dropped), using {len(cand)} candidates + {len(popn)} population"
                      + (f" + {data.n_teacher_records} teacher-only" if data.n_teacher_records else ""))
-        # teacher_records.jsonl first: records.jsonl is the stage's completion mark
-        if teacher_pool:
-            write_jsonl(teacher_pool, self.run.teacher_records)
-        write_jsonl(chosen, self.run.records)
+        return chosen, teacher_pool
+
+    def _audit_records(self) -> tuple[list[Record], list[Record]]:
+        """Candidates then population, as given: one domain, no record in both, every record within budget."""
+        audit = self.cfg.audit
+        files = [("candidates", Path(audit.candidates))]
+        if audit.population:
+            files.append(("population", Path(audit.population)))
+        loaded: dict[str, list[Record]] = {}
+        domain = None
+        cand_ids: set[str] = set()
+        for role, path in files:
+            recs, lines = read_jsonl(path), record_lines(path)
+            for r, line in zip(recs, lines):
+                domain = domain or r.domain
+                if r.domain != domain:
+                    raise InputError(f"has domain '{r.domain}', but the audit's records are of domain '{domain}' "
+                                     "(one audit scores one domain)", path=str(path), line=line,
+                                     record_id=r.record_id, field="domain")
+                if role == "population" and r.record_id in cand_ids:
+                    raise InputError("is also a candidate; the population (what references train on) must "
+                                     "exclude every candidate", path=str(path), line=line, record_id=r.record_id)
+            self._check_budget(recs, str(path), lines)
+            loaded[role] = recs
+            cand_ids = {r.record_id for r in loaded["candidates"]}
+        if not audit.references and not loaded.get("population"):
+            raise InputError("--population is required to train references (or give --references)",
+                             field="population")
+        return loaded["candidates"], loaded.get("population", [])
+
+    def _check_budget(self, records: list[Record], where: str, lines: list[int] | None) -> None:
+        for i, r in enumerate(records):
+            over = self._over_budget(r)
+            if over is not None:
+                name, n, limit = over
+                key = "max_prompt_tokens" if name == "prompt" else "max_privileged_tokens"
+                raise InputError(f"has {n} tokens, over the budget of {limit} (data.{key})", path=where,
+                                 line=lines[i] if lines else None, record_id=r.record_id, field=name)
+
+    def _over_budget(self, record: Record) -> tuple[str, int, int] | None:
+        """(field, tokens, budget) of the first text over its token budget, else None."""
+        data = self.cfg.data
+        for name, limit in (("prompt", data.max_prompt_tokens), ("privileged", data.max_privileged_tokens)):
+            n = len(self.tokenizer(getattr(record, name), add_special_tokens=False)["input_ids"])
+            if n > limit:
+                return name, n, limit
+        return None
+
+    def _study_plan(self, records: list[Record]) -> MembershipPlan:
+        pools: dict[str, list[str]] = {}
+        for r in records:
+            pools.setdefault(r.domain, []).append(r.record_id)
+        p = self.cfg.plan
+        return keep_matrix_plan(pools, n_students=p.n_students, n_candidates=self.cfg.data.n_candidates,
+                                n_population=self.cfg.data.n_population, seed=self.cfg.seed,
+                                null_student=p.null_student, keep_design=p.keep_design)
+
+    def _audit_plan(self, cands: list[Record], pop: list[Record]) -> MembershipPlan:
+        """The disjoint design with the given target; its labels are the candidates' meta.is_member when every
+        candidate has one."""
+        audit = self.cfg.audit
+        labels = [c.meta.get("is_member") for c in cands]
+        target_labels = ({c.record_id: bool(v) for c, v in zip(cands, labels)}
+                         if all(v is not None for v in labels) else None)
+        held_out = 0 if audit.references else len(pop) // AUDIT_HELD_OUT_FRACTION
+        per_ref = audit.records_per_reference or max(1, (len(pop) - held_out) // 2)
+        return disjoint_plan([c.record_id for c in cands], [p.record_id for p in pop], domain=cands[0].domain,
+                             n_references=audit.n_references, records_per_reference=per_ref, seed=self.cfg.seed,
+                             external_references=audit.references, target_labels=target_labels,
+                             n_held_out=held_out)
+
+    # ---- stages -----------------------------------------------------------------------------------------
+    def stage_records(self) -> None:
+        # teacher_records.jsonl first: records.jsonl is what later stages read
+        if self.teacher_records():
+            write_jsonl(self.teacher_records(), self.run.teacher_records)
+        write_jsonl(list(self.records().values()), self.run.records)
 
     def stage_plan(self) -> None:
-        if self.run.membership.is_file():
-            return
-        pools: dict[str, list[str]] = {}
-        for r in self.records().values():
-            pools.setdefault(r.domain, []).append(r.record_id)
-        plan = keep_matrix_plan(pools, n_students=self.cfg.plan.n_students, n_candidates=self.cfg.data.n_candidates,
-                                n_population=self.cfg.data.n_population, seed=self.cfg.seed,
-                                null_student=self.cfg.plan.null_student, keep_design=self.cfg.plan.keep_design)
-        plan.save(self.run.plan_dir)
+        self.plan().save(self.run.plan_dir)
 
     def stage_teacher(self) -> None:
         if self.cfg.teacher.kind != "prepared":
@@ -185,73 +394,63 @@ class Study:
         out = self.run.teacher
         if is_done(out):
             return
-        from shadow_models.teacher_prep import TeacherPrepConfig, prepare_teacher
+        from shadow_models.teacher_prep import prepare_teacher
 
         plan, records = self.plan(), self.records()
         population = [records[r] for d in sorted(plan.population) for r in plan.population[d]]
-        if self.cfg.data.n_teacher_records:
-            population += read_jsonl(self.run.teacher_records)
+        population += self.teacher_records()
         candidates = [r for d in plan.candidates for r in plan.candidates[d]]
-        prep = dict(self.cfg.teacher.prep)
-        prep.setdefault("seed", stage_seed(self.cfg.seed, "teacher"))
+        prep = with_seed(self.cfg.teacher.prep, stage_seed(self.cfg.seed, "teacher"))
         self.log(f"[teacher] preparing a teacher on {len(population)} population and teacher-only records "
                  f"(never candidates)")
-        prepare_teacher(self.cfg.base_model, population, out, TeacherPrepConfig(**prep), forbidden_ids=candidates)
+        prepare_teacher(self.cfg.base_model, population, out, prep, forbidden_ids=candidates,
+                        trust_remote_code=self.cfg.trust_remote_code)
 
     def stage_students(self) -> None:
-        for model_id in tqdm(list(self.plan().models), desc="students", disable=not self.progress):
+        for model_id in tqdm(self.trained_models(), desc="students", disable=not self.progress):
             self.train_one(model_id)
 
     def train_one(self, model_id: str) -> None:
-        """Train one student of the plan (skipped when its DONE marker exists). Its seed derives from the
-        master seed and model_id and is recorded in its meta.json."""
-        from shadow_models import OPDConfig, train_student
+        """Train one model of the plan (skipped when its DONE marker exists and it was trained on the plan's
+        records for it). Its seed derives from the master seed and model_id and is recorded in its meta.json."""
+        import shadow_models
 
         out = self.run.model(model_id)
-        if is_done(out):
-            return
         plan, records = self.plan(), self.records()
-        training = dict(self.cfg.training)
-        training["seed"] = stage_seed(self.cfg.seed, "train", model_id)
-        members = [records[r] for r in plan.members(model_id)]
-        self.log(f"[students] training {model_id} on {len(members)} records")
-        train_student(self.cfg.base_model, members, out, OPDConfig(**training), teacher_model=self.teacher_model(),
-                      model_id=model_id, progress=self.progress)
-
-    def _within_budget(self, record: Record) -> bool:
-        n_prompt = len(self.tokenizer(record.prompt, add_special_tokens=False)["input_ids"])
-        n_priv = len(self.tokenizer(record.privileged, add_special_tokens=False)["input_ids"])
-        return n_prompt <= self.cfg.data.max_prompt_tokens and n_priv <= self.cfg.data.max_privileged_tokens
-
-    def model_ref(self, model_id: str) -> str:
-        from leakaudit.assemble import BASE_ID
-
-        return self.cfg.base_model if model_id == BASE_ID else str(self.run.model(model_id))
+        member_ids = plan.members(model_id)
+        if is_done(out):
+            trained_on = read_json(out / "meta.json").get("record_ids")
+            if sorted(trained_on or []) != sorted(member_ids):
+                raise InputError(f"models/{model_id} was trained on other records than the plan gives it; "
+                                 "rerun with --force students", path=str(out))
+            return
+        training = with_seed(self.cfg.training, stage_seed(self.cfg.seed, "train", model_id))
+        self.log(f"[students] training {model_id} on {len(member_ids)} records")
+        shadow_models.train_student(self.cfg.base_model, [records[r] for r in member_ids], out, training,
+                                    teacher_model=self.teacher_model(), model_id=model_id, progress=self.progress,
+                                    trust_remote_code=self.cfg.trust_remote_code)
 
     def stage_signals(self) -> None:
-        from leakaudit.assemble import BASE_ID, fresh_scorers, target_views
-        from leakaudit.signals.backend import SamplingConfig
+        from leakaudit.assemble import BASE_ID
         from leakaudit.signals.stages import sample_fresh, score_fixed, score_fresh
 
         plan, records = self.plan(), self.records()
-        views = target_views(plan)
-        pending = [v for v in views if not is_done(self.run.fresh(v.target))]
+        k_in, k_out = plan.reference_counts(self.cfg.plan.n_matched_references)
+        pending = [v for v in plan.views() if not is_done(self.run.fresh(v.target))]
         # 1) fresh trajectories from each target (student prompt only)
         for v in tqdm(pending, desc="sample", disable=not self.progress):
-            sampling = dict(self.cfg.signals.sampling)
-            sampling.setdefault("seed", stage_seed(self.cfg.seed, "sample", v.target))
+            sampling = with_seed(self.cfg.signals.sampling, stage_seed(self.cfg.seed, "sample", v.target))
             cands = [records[r] for r in plan.candidates[v.domain]]
             with self._backend(v.target) as backend:
-                sample_fresh(backend, self.tokenizer, cands, SamplingConfig(**sampling), self.run.fresh(v.target))
+                sample_fresh(backend, self.tokenizer, cands, sampling, self.run.fresh(v.target))
         # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
-        k = self.cfg.plan.k_refs
-        scorers = {v.target: fresh_scorers(plan, v, k) for v in pending}
+        scorers = {v.target: plan.matched_references(v, k_in, k_out).fresh_scorers(v.target, BASE_ID)
+                   for v in pending}
         needs: dict[str, list[tuple[str, list[str] | None]]] = {}
         for v in pending:
             for m, record_ids in scorers[v.target].items():
                 needs.setdefault(m, []).append((v.target, record_ids))
-        all_models = [BASE_ID, *plan.models]
-        for m in tqdm(all_models, desc="score", disable=not self.progress):
+        for m in tqdm([BASE_ID, *plan.models], desc="score", disable=not self.progress):
             fixed_missing = not self.run.fixed(m).is_file()
             if not fixed_missing and not needs.get(m):
                 continue
@@ -268,25 +467,52 @@ class Study:
     def _backend(self, model_id: str):
         from leakaudit.signals.backend import open_backend
 
-        return open_backend(self.cfg.signals.backend, self.model_ref(model_id),
-                            score_batch_size=self.cfg.signals.score_batch_size,
-                            autocast_bf16=self.cfg.signals.autocast_bf16)
+        s = self.cfg.signals
+        return open_backend(s.backend, self.model_ref(model_id), trust_remote_code=self.cfg.trust_remote_code,
+                            score_batch_size=s.score_batch_size, autocast_bf16=s.autocast_bf16,
+                            vllm_stats_topk=s.vllm_stats_topk)
 
     def stage_attacks(self) -> None:
-        if self.run.scores.is_file():
-            return
         from leakaudit.scoring import score_targets
 
         plan, records = self.plan(), self.records()
-        scores, leak_map = score_targets(self.run, plan, records, self.cfg, self.tokenizer, progress=self.progress)
+        scores, leak_map = score_targets(self.run, plan, records, self.cfg, self.tokenizer, progress=self.progress,
+                                         log=self.log)
         with atomic_path(self.run.scores) as tmp:
             scores.to_parquet(tmp, index=False)
         if leak_map is not None:
             write_json(self.run.leak_map, leak_map)
+        if self.is_audit:
+            self._write_audit_table(scores)
+
+    def _write_audit_table(self, scores) -> None:
+        """candidates.csv: one row per candidate, one column per attack (higher = more likely a member), and
+        audit.json: what was audited with what."""
+        plan = self.plan()
+        cand_ids = [r for d in plan.candidates for r in plan.candidates[d]]
+        table = (scores.pivot(index="record_id", columns="attack", values="score")
+                 .reindex(index=cand_ids, columns=list(dict.fromkeys(scores.attack))))
+        labels = plan.labels(TARGET_ID)
+        if labels:
+            table["is_member"] = [labels[r] for r in cand_ids]
+        with atomic_path(self.run.candidates_csv) as tmp:
+            table.reset_index().to_csv(tmp, index=False)
+        refs = {m: self.model_ref(m) for m, info in plan.models.items() if info["role"] == "reference"}
+        write_json(self.run.audit_json, {
+            "target": self.cfg.audit.target, "base_model": self.cfg.base_model, "references": refs,
+            "references_trained_here": not self.cfg.audit.references,
+            "teacher": self.cfg.teacher.kind, "loss": self.cfg.training.loss,
+            "n_candidates": len(cand_ids), "n_population": sum(map(len, plan.population.values())),
+            "labels": bool(labels), "config_hash": self.cfg.hash()})
 
     def stage_report(self) -> None:
-        if self.run.report_html.is_file():
-            return
+        import pandas as pd
+
         from leakaudit.report import build_report
 
-        build_report(self.run.root, n_boot=self.cfg.metrics.n_boot, seed=self.cfg.metrics.seed)
+        labels = pd.read_parquet(self.run.scores, columns=["is_member"]).is_member
+        if labels.isna().all() or labels.dropna().nunique() < 2:
+            self.log("[report] no ground-truth labels with both classes (meta.is_member): per-candidate scores only, "
+                     "no metrics")
+            return
+        build_report(self.run.root, redact=self.redact, n_boot=self.cfg.metrics.n_boot, seed=self.cfg.metrics.seed)

@@ -102,17 +102,49 @@ def test_plan_independent_of_pool_order():
 def test_references_have_fixed_count_regardless_of_membership():
     plan = keep_matrix_plan(_pools(), n_students=6, n_candidates=12, n_population=8, seed=2, null_student=False)
     target = "math-s0"
-    for rid in plan.candidates["math"]:
-        outs = plan.references_for(target, rid, member=False, k=2)
-        ins = plan.references_for(target, rid, member=True, k=2)
-        assert len(outs) == 2 and len(ins) == 2 and target not in outs + ins
+    view = next(v for v in plan.views() if v.target == target)
+    matched = plan.matched_references(view, 2, 2)
+    assert matched.ins.shape == matched.outs.shape == (12, 2)
+    for rid, ins, outs in zip(matched.record_ids, matched.ins, matched.outs):
+        ins, outs = list(ins), list(outs)
+        assert target not in outs + ins
         assert not any(plan.is_member(m, rid) for m in outs)
         assert all(plan.is_member(m, rid) for m in ins)
-        assert outs == plan.references_for(target, rid, member=False, k=2)  # deterministic
+    again = plan.matched_references(view, 2, 2)  # deterministic
+    assert (again.outs == matched.outs).all() and (again.ins == matched.ins).all()
     # k = M/2 = 3 OUT references exist only when the target itself is IN: asking for it must fail otherwise.
-    out_record = next(r for r in plan.candidates["math"] if not plan.is_member(target, r))
     with pytest.raises(ConfigError, match="references"):
-        plan.references_for(target, out_record, member=False, k=3)
+        plan.matched_references(view, 0, 3)
+    assert plan.reference_counts() == (2, 2) and plan.reference_counts(1) == (1, 1)
+
+
+def test_keep_matrix_array_matches_the_table():
+    plan = keep_matrix_plan(_pools(), n_students=4, n_candidates=12, n_population=8, seed=5)
+    models, records, keep = plan.keep("math")
+    assert models == ["math-s0", "math-s1", "math-s2", "math-s3"]  # never the null student
+    assert keep.shape == (4, 12) and (keep.sum(0) == 2).all() and (keep.sum(1) == 6).all()
+    for i, m in enumerate(models):
+        assert [r for r, k in zip(records, keep[i]) if k] == plan.members(m)
+
+
+def test_disjoint_audit_plan_holds_the_target_and_held_out_population():
+    cands = [f"x{i}" for i in range(6)]
+    pop = [f"p{i}" for i in range(12)]
+    labels = {c: i % 2 == 0 for i, c in enumerate(cands)}
+    plan = disjoint_plan(cands, pop, domain="math", n_references=3, records_per_reference=4, seed=0,
+                         target_labels=labels, n_held_out=3)
+    trained = set().union(*(plan.members(m) for m in plan.models_of("math", "reference")))
+    assert len(set(pop) - trained) >= 3 and not trained & set(cands)
+    assert plan.labels("target") == labels
+    (view,) = plan.views()
+    assert view.target == "target" and not view.null_check
+    assert plan.reference_counts() == (0, 3)
+    matched = plan.matched_references(view, *plan.reference_counts())
+    assert all(sorted(o) == ["math-ref0", "math-ref1", "math-ref2"] for o in matched.outs)
+    given = disjoint_plan(cands, pop, domain="math", n_references=0, records_per_reference=0, seed=0,
+                          external_references=["/models/a", "/models/b"])
+    assert given.models["math-ref1"]["path"] == "/models/b" and given.labels("target") == {}
+    assert not any(given.members(m) for m in given.models)
 
 
 def test_split_pool_errors():
@@ -142,7 +174,7 @@ def test_disjoint_plan():
     for m in plan.models_of("math", "reference"):
         mem = plan.members(m)
         assert len(mem) == 8 and set(mem) <= set(pop)
-    assert len({tuple(plan.members(m)) for m in plan.models}) == 3
+    assert len({tuple(plan.members(m)) for m in plan.models_of("math", "reference")}) == 3
     with pytest.raises(InputError, match="population"):
         disjoint_plan(cands, pop + ["x1"], domain="math", n_references=2, records_per_reference=4, seed=0)
 

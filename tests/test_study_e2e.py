@@ -112,15 +112,15 @@ def test_references_score_only_their_matched_records(finished_run):
     """A reference student scores a target's fresh trajectories only on records it is matched to (OUT)."""
     import numpy as np
 
-    from leakaudit.assemble import fresh_scorers, target_views
     from leakaudit.membership import MembershipPlan
     from leakaudit.signals.store import load_logp
 
     cfg, root = finished_run
     plan = MembershipPlan.load(root)
     target = "math-s0"
-    views = {v.target: v for v in target_views(plan)}
-    needs = fresh_scorers(plan, views[target], cfg.plan.k_refs)
+    views = {v.target: v for v in plan.views()}
+    k_in, k_out = plan.reference_counts(cfg.plan.n_matched_references)
+    needs = plan.matched_references(views[target], k_in, k_out).fresh_scorers(target, "base")
     assert needs[target] is None and needs["base"] is None
     for m, rids in needs.items():
         if rids is None:
@@ -132,18 +132,20 @@ def test_references_score_only_their_matched_records(finished_run):
             assert scored == (rid in rids), (m, rid)
     # every candidate has exactly k matched references
     per_record = {r: sum(r in (ids or []) for ids in needs.values()) for r in plan.candidates["math"]}
-    assert set(per_record.values()) == {cfg.plan.k_refs}
+    assert set(per_record.values()) == {k_out}
 
 
 def test_null_target_never_uses_its_label_source_as_reference(finished_run):
-    from leakaudit.assemble import excluded_references, fresh_scorers, target_views
     from leakaudit.membership import MembershipPlan
 
     cfg, root = finished_run
     plan = MembershipPlan.load(root)
-    null = next(v for v in target_views(plan) if v.null_check)
-    assert null.label_source == "math-s0" and excluded_references(null) == ("math-s0",)
-    assert "math-s0" not in fresh_scorers(plan, null, cfg.plan.k_refs)
+    null = next(v for v in plan.views() if v.null_check)
+    assert null.label_source == "math-s0" and null.excluded == ("math-s0",)
+    k_in, k_out = plan.reference_counts(cfg.plan.n_matched_references)
+    matched = plan.matched_references(null, k_in, k_out)
+    assert "math-s0" not in matched.fresh_scorers(null.target, "base")
+    assert "math-s0" not in matched.pool and "math-s0" not in set(matched.ins.ravel())
 
 
 def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_path, tiny_model_dir):
@@ -152,6 +154,7 @@ def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_pa
     cfg = _cfg(tmp_path, tiny_model_dir, "teacher.kind=prepared", "data.n_teacher_records=6",
                "teacher.prep={epochs: 1, batch_size: 4}")
     study = Study(cfg, progress=False, log=lambda m: None)
+    study.prepare()
     study.stage_records()
     study.stage_plan()
     study.stage_teacher()
@@ -164,3 +167,125 @@ def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_pa
     meta = json.loads((study.run.teacher / "meta.json").read_text())
     assert set(meta["record_ids"]) == population | set(teacher_ids)
     assert not set(meta["record_ids"]) & candidates
+
+
+# ---- resume checks and bad input (issue 12, items 3-6 and 10) --------------------------------------------------
+def _copy_run(finished_run, tmp_path):
+    """A copy of the finished run under the same name (the name is part of the config)."""
+    import shutil
+
+    cfg, root = finished_run
+    dest = tmp_path / root.name
+    shutil.copytree(root, dest)
+    return load_config(preset="tiny", overrides=[f"base_model={cfg.base_model}", f"out_root={tmp_path}",
+                                                 "name=e2e"]), dest
+
+
+def _snapshot(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_rerun_says_which_stages_were_skipped(finished_run):
+    cfg, root = finished_run
+    logs = []
+    Study(cfg, progress=False, log=logs.append).run_all()
+    for stage in ("records", "plan", "teacher", "students", "signals", "attacks", "report"):
+        assert f"[{stage}] skipped: finished earlier on the same inputs" in logs
+
+
+@pytest.mark.parametrize("force", [(), ("attacks",)])
+def test_truncated_records_are_an_error_and_nothing_is_deleted(finished_run, tmp_path, force):
+    """Before the fix: the run reported stale results as done (exit 0), and --force attacks deleted scores and
+    report, then died with a KeyError."""
+    from leakaudit.errors import InputError
+
+    cfg, root = _copy_run(finished_run, tmp_path)
+    records = root / "records.jsonl"
+    records.write_text("".join(records.read_text().splitlines(keepends=True)[:-2]))
+    before = _snapshot(root)
+    with pytest.raises(InputError, match="stage 'records'.*--force records"):
+        Study(cfg, force=force, progress=False, log=lambda m: None).run_all()
+    assert _snapshot(root) == before
+
+
+def test_report_stage_has_a_marker_and_a_missing_report_is_rebuilt(finished_run, tmp_path):
+    cfg, root = _copy_run(finished_run, tmp_path)
+    assert (root / "stages" / "report.json").is_file()
+    (root / "report.html").unlink()
+    scores = (root / "scores.parquet").read_bytes()
+    logs = []
+    Study(cfg, progress=False, log=logs.append).run_all()
+    assert (root / "report.html").is_file() and (root / "scores.parquet").read_bytes() == scores
+    assert "[attacks] skipped: finished earlier on the same inputs" in logs
+    assert not any(m.startswith("[report] skipped") for m in logs)
+
+
+def test_a_hash_of_digits_only_still_resumes(tmp_path, tiny_model_dir, monkeypatch):
+    """yaml reads an unquoted all-digit hash back as an int: such a run was refused as 'a different config'."""
+    from leakaudit.config import StudyConfig
+
+    monkeypatch.setattr(StudyConfig, "hash", lambda self: "851416157360")
+    cfg = _cfg(tmp_path, tiny_model_dir)
+    cfg.run_dir.mkdir(parents=True)
+    cfg.run_dir.joinpath("study.yaml").write_text("name: e2e\n_meta:\n  config_hash: 851416157360\n")
+    Study(cfg, progress=False, log=lambda m: None)._check_run_dir_config()
+
+
+def _file_study(tmp_path, tiny_model_dir, rows, *extra):
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return load_config(preset="tiny", overrides=[
+        f"base_model={tiny_model_dir}", f"out_root={tmp_path / 'runs'}", "name=mine",
+        "data.domains={math: {source: file, options: {path: " + str(path) + "}}}", *extra])
+
+
+def _rows(n=10):
+    return [{"domain": "math", "prompt": f"What is {i} + {i}?", "privileged": f"{i} + {i} = {2 * i}."}
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("drop", ["true", "false"])
+def test_a_users_record_over_budget_is_an_error_naming_path_line_and_record(tmp_path, tiny_model_dir, drop):
+    """Before the fix such records were silently dropped (drop_over_budget: true), or named only "source 'file'"."""
+    from leakaudit.errors import InputError
+
+    rows = _rows()
+    rows[6]["privileged"] = "word " * 500
+    cfg = _file_study(tmp_path, tiny_model_dir, rows, f"data.drop_over_budget={drop}")
+    with pytest.raises(InputError, match=r"mine\.jsonl, line 7, record [0-9a-f]{16}, field 'privileged'.*budget"):
+        Study(cfg, progress=False, log=lambda m: None).run_all()
+    assert not (tmp_path / "runs").exists()  # nothing written: the fixed file is not refused as "a different config"
+    rows[6]["privileged"] = "short."
+    cfg = _file_study(tmp_path, tiny_model_dir, rows, f"data.drop_over_budget={drop}")
+    Study(cfg, progress=False, log=lambda m: None).prepare()
+
+
+def test_a_records_own_domain_is_never_relabelled(tmp_path, tiny_model_dir):
+    """Before the fix the study silently relabelled it to the configured domain (and so changed its id)."""
+    from leakaudit.errors import InputError
+
+    rows = _rows()
+    rows[3]["domain"] = "algebra"
+    cfg = _file_study(tmp_path, tiny_model_dir, rows)
+    with pytest.raises(InputError, match=r"mine\.jsonl, line 4, .*has domain 'algebra'"):
+        Study(cfg, progress=False, log=lambda m: None).run_all()
+    assert not (tmp_path / "runs").exists()
+    builtin = load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={tmp_path}",
+                                                    "data.domains={algebra: {source: champ}}"])
+    with pytest.raises(InputError, match="has domain 'math'"):
+        Study(builtin, progress=False, log=lambda m: None).run_all()
+
+
+def test_a_student_trained_on_other_records_is_not_reused(finished_run, tmp_path):
+    from leakaudit.errors import InputError
+
+    cfg, root = _copy_run(finished_run, tmp_path)
+    meta = root / "models" / "math-s1" / "meta.json"
+    info = json.loads(meta.read_text())
+    info["record_ids"] = info["record_ids"][:1]
+    meta.write_text(json.dumps(info))
+    with pytest.raises(InputError, match="stage 'students'"):  # its marker no longer matches
+        Study(cfg, progress=False, log=lambda m: None).run_all()
+    (root / "stages" / "students.json").unlink()  # without a marker, the model's own record list is checked
+    with pytest.raises(InputError, match="models/math-s1 was trained on other records"):
+        Study(cfg, progress=False, log=lambda m: None).run_all()

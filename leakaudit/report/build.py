@@ -45,7 +45,6 @@ REFERENCE_TVD_WARN = 0.5
 def design_check(rd: RunDir, config: dict) -> list[dict]:
     """`leakaudit.assemble.reference_balance` for a study's keep-matrix plan; [] for audits or runs without one."""
     from leakaudit.assemble import reference_balance
-    from leakaudit.config import PlanConfig
     from leakaudit.membership import PLAN_FILE, MembershipPlan
 
     if not (rd.membership.is_file() and (rd.plan_dir / PLAN_FILE).is_file()):
@@ -53,9 +52,8 @@ def design_check(rd: RunDir, config: dict) -> list[dict]:
     plan = MembershipPlan.load(rd.plan_dir)
     if plan.design != "keep_matrix":
         return []
-    plan_cfg = PlanConfig(**{k: v for k, v in (config.get("plan") or {}).items()
-                             if k in PlanConfig.__dataclass_fields__})
-    return reference_balance(plan, plan_cfg.k_refs)
+    n_matched = int((config.get("plan") or {}).get("n_matched_references") or 0)
+    return reference_balance(plan, plan.reference_counts(n_matched)[1])
 
 
 def design_check_section(rows: list[dict]) -> str:
