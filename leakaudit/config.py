@@ -144,10 +144,6 @@ class PlanConfig:
         if self.keep_design not in ("lira", "balanced_subsets"):
             raise ConfigError(f"plan.keep_design: must be 'lira' or 'balanced_subsets', got {self.keep_design!r}")
 
-    @property
-    def k_refs(self) -> int:
-        return self.n_matched_references or self.n_students // 2 - 1
-
 
 @dataclass
 class TeacherConfig:

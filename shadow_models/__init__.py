@@ -10,7 +10,20 @@ and a teacher that actually reads its privileged context:
 """
 
 from shadow_models.config import LOSSES, OPDConfig, TeacherPrepConfig
-from shadow_models.teacher_prep import prepare_teacher
-from shadow_models.trainer import train_student
+
+_LAZY = {"prepare_teacher": "shadow_models.teacher_prep", "train_student": "shadow_models.trainer"}
+
+
+def __getattr__(name: str):
+    """The trainers import torch, TRL and PEFT (seconds); load them on first use, so that reading a config
+    (leakaudit.config imports shadow_models.config) and every CLI usage error stay fast."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'shadow_models' has no attribute {name!r}")
+
 
 __all__ = ["LOSSES", "OPDConfig", "TeacherPrepConfig", "prepare_teacher", "train_student"]

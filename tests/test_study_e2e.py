@@ -289,3 +289,37 @@ def test_a_student_trained_on_other_records_is_not_reused(finished_run, tmp_path
     (root / "stages" / "students.json").unlink()  # without a marker, the model's own record list is checked
     with pytest.raises(InputError, match="models/math-s1 was trained on other records"):
         Study(cfg, progress=False, log=lambda m: None).run_all()
+
+
+def test_assembled_inputs_line_up_references_and_population(finished_run):
+    """fixed_ref_cols points each fixed_refs row at the population column of the same model, and the null target's
+    population leaves out the records it trained on (before the fix RMIA used them as its population)."""
+    import numpy as np
+
+    from leakaudit.assemble import run_inputs
+    from leakaudit.data.records import read_jsonl
+    from leakaudit.membership import MembershipPlan
+    from leakaudit.rundir import RunDir
+    from leakaudit.signals.store import load_fixed
+
+    cfg, root = finished_run
+    run, plan = RunDir(root), MembershipPlan.load(root)
+    records = {r.record_id: r for r in read_jsonl(run.records)}
+    k_in, k_out = plan.reference_counts(cfg.plan.n_matched_references)
+    for view, inputs in run_inputs(run, plan, records, cfg.plan.n_matched_references):
+        matched = plan.matched_references(view, k_in, k_out)
+        trained = set(plan.members(view.target))
+        pop = [z for z in plan.population["math"] if z not in trained]
+        if view.null_check:
+            assert len(pop) == len(plan.population["math"]) - cfg.data.n_candidates // 2
+        else:
+            assert pop == plan.population["math"]
+        assert len(inputs.population_target) == len(pop)
+        for i, rid in enumerate(inputs.record_ids):
+            models = list(matched.ins[i]) + list(matched.outs[i])
+            for row, (m, col) in enumerate(zip(models, inputs.fixed_ref_cols[i])):
+                assert matched.pool[col] == m
+                fixed = load_fixed(run.fixed(m))
+                np.testing.assert_allclose(inputs.population_refs[:, col], [fixed[z].logp.mean() for z in pop],
+                                           rtol=1e-6)
+                np.testing.assert_allclose(inputs.fixed_refs[i][row], fixed[rid].logp, rtol=1e-6)
