@@ -1,6 +1,6 @@
 """`leaky`: rectified per-token gap between the target and its matched OUT references on the target's own samples.
 
-leakaudit's own attack (DESIGN.md step 5); no paper of its own. It combines reference-model calibration
+leakaudit's own attack (docs/architecture.md, "Attacks"); no paper of its own. It combines reference-model calibration
 (Carlini et al. 2021, "Extracting Training Data from Large Language Models", https://arxiv.org/abs/2012.07805,
 §6.2; Mireshghallah et al. 2022, https://arxiv.org/abs/2203.03929) with the OPD setting: the student was pulled
 toward a teacher that saw the record's privileged text *at the tokens the student itself samples*, so the

@@ -1,6 +1,6 @@
 """Membership plans: a seeded, saved, reproducible decision of which record trains which student.
 
-Two designs (DESIGN.md step 2):
+Two designs (docs/architecture.md, "Membership plan"):
 
 - ``keep_matrix`` (studies): per domain, M students (M even); every candidate is IN for exactly M/2 of them,
   using LiRA's balanced construction (Carlini et al. 2022, tensorflow/privacy research/mi_lira_2021/train.py:
@@ -8,7 +8,11 @@ Two designs (DESIGN.md step 2):
   students without it are its matched references. Optionally one ``null`` student per domain trained on
   population records only, i.e. on no candidate: attacking it must give AUROC ≈ 0.5.
 - ``disjoint`` (audits of a deployed student): K reference students, each trained on a seeded random subset
-  of population records; no candidate is ever IN for a reference.
+  of population records (or given by the auditor), plus the given ``target``; no candidate is ever IN for a
+  reference, so every reference is OUT for every candidate.
+
+The plan is also the one place that answers "which references, IN and OUT, score record r for target t"
+(`MembershipPlan.matched_references`, over the keep matrix held as a bool array, `MembershipPlan.keep`).
 
 Members and non-members come from one shuffled pool: the split is a function of the seed alone, never of a
 record's content or source order. Population records are held out of every candidate set; they feed the
