@@ -13,27 +13,71 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import List, Optional
 
 import click
 import typer
 
-from leakaudit.errors import LeakauditError
+from leakaudit.errors import InputError, LeakauditError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Plain click help formatting: rich markup would eat bracketed text such as "[redacted]" from the help strings.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Membership-inference audits of students trained by on-policy distillation.")
 
 
+def _usage_error_classes() -> tuple[type[BaseException], ...]:
+    """The usage-error classes a typer app may raise: typer >= 0.2x vendors its own click (typer._click), whose
+    exceptions are not click's; older typers raise click's own. Both are caught."""
+    classes: list[type[BaseException]] = [click.exceptions.ClickException]
+    vendored = getattr(getattr(typer, "_click", None), "exceptions", None)
+    if vendored is not None and hasattr(vendored, "ClickException"):
+        classes.append(vendored.ClickException)
+    typer_exc = getattr(getattr(typer, "exceptions", None), "TyperException", None)
+    if typer_exc is not None:
+        classes.append(typer_exc)
+    return tuple(classes)
+
+
+def _no_args_classes() -> tuple[type[BaseException], ...]:
+    classes = [getattr(click.exceptions, "NoArgsIsHelpError", None),
+               getattr(getattr(getattr(typer, "_click", None), "exceptions", None), "NoArgsIsHelpError", None)]
+    return tuple(c for c in classes if c is not None)
+
+
+def _usage_message(e: BaseException) -> str:
+    """One line: the error, then where to look (`leakaudit CMD --help`)."""
+    fmt = getattr(e, "format_message", None)
+    text = fmt() if callable(fmt) else str(e)
+    text = " ".join(str(text).split()) or type(e).__name__
+    ctx = getattr(e, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "leakaudit"
+    return f"{text.rstrip('.')} (see `{path} --help`)"
+
+
+def _preset_names() -> list[str]:
+    """The shipped presets (leakaudit/presets/*.yaml, which leakaudit.config.PRESETS lists), default first;
+    read from the package so `--help` does not import the config module (and torch)."""
+    names = sorted(f.name[:-5] for f in resources.files("leakaudit.presets").iterdir() if f.name.endswith(".yaml"))
+    return sorted(names, key=lambda n: n != "default")
+
+
 def _parse_options(options: List[str]) -> dict:
+    """`--option key=value` pairs; each value is plain YAML (python tags and other non-standard tags refused)."""
     import yaml
 
     out = {}
     for o in options:
-        if "=" not in o:
-            raise typer.BadParameter(f"expected key=value, got {o!r}")
-        k, v = o.split("=", 1)
-        out[k] = yaml.safe_load(v)
+        k, sep, v = o.partition("=")
+        if not sep or not k.strip():
+            raise InputError(f"--option expects key=value, got {o!r}")
+        try:
+            out[k.strip()] = yaml.safe_load(v)
+        except yaml.YAMLError as e:
+            problem = " ".join(str(getattr(e, "problem", None) or e).split())
+            raise InputError(f"--option {k.strip()}: the value {v!r} is not plain YAML ({problem}); quote it to "
+                             "pass a string") from e
     return out
 
 
@@ -78,7 +122,7 @@ def plan(
     out: Path = typer.Option(..., help="Directory for membership.parquet and plan.json."),
     design: str = typer.Option("keep_matrix", help="keep_matrix (studies) or disjoint (audits)."),
     n_students: int = typer.Option(4, help="keep_matrix: students per domain (even)."),
-    n_candidates: int = typer.Option(16, help="Candidates per domain."),
+    n_candidates: int = typer.Option(16, help="Candidates per domain (keep_matrix: even, >= 4)."),
     n_population: int = typer.Option(16, help="Population records per domain (never trained by students)."),
     n_references: int = typer.Option(4, help="disjoint: reference students."),
     records_per_reference: int = typer.Option(8, help="disjoint: population records per reference."),
@@ -90,6 +134,12 @@ def plan(
     from leakaudit.data.records import read_jsonl
     from leakaudit.membership import disjoint_plan, keep_matrix_plan, split_pool
 
+    if design == "keep_matrix" and (n_candidates < 4 or n_candidates % 2):
+        # half the candidates are members of each target: run-study refuses the same counts (data.n_candidates)
+        raise typer.BadParameter(f"must be an even number >= 4 for the keep_matrix design, got {n_candidates}",
+                                 param_hint="'--n-candidates'")
+    if n_candidates < 1:
+        raise typer.BadParameter(f"must be >= 1, got {n_candidates}", param_hint="'--n-candidates'")
     recs = read_jsonl(records_file)
     pools: dict[str, list[str]] = {}
     for r in recs:
@@ -160,7 +210,7 @@ def attacks_cmd() -> None:
 @app.command("run-study")
 def run_study(
     config: Optional[Path] = typer.Option(None, help="Study YAML (keys as in study.yaml of a run)."),
-    preset: Optional[str] = typer.Option(None, help="default | cpu-full | gpu-paper | tiny."),
+    preset: Optional[str] = typer.Option(None, help=f"A shipped preset: {' | '.join(_preset_names())}."),
     set_: List[str] = typer.Option([], "--set", help="Override: dotted.key=value (YAML value). Repeatable."),
     force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
 ) -> None:
@@ -197,18 +247,23 @@ def audit(
                                                           "must exclude every candidate."),
     references: List[str] = typer.Option([], help="Existing reference students (trained without the candidates)."),
     train_references: int = typer.Option(4, help="References to train when --references is not given."),
-    base_model: str = typer.Option("smollm2-135m", help="What the target was initialised from (references "
-                                                        "start here; also the base for ratio attacks)."),
+    base_model: Optional[str] = typer.Option(None, help="What the target was initialised from (references "
+                                                        "start here; also the base for ratio attacks); default: "
+                                                        "the config's base_model."),
+    config: Optional[Path] = typer.Option(None, help="Study YAML whose recipe (training, teacher, signals, "
+                                                     "attacks) the references use."),
+    preset: Optional[str] = typer.Option(None, help="Preset the recipe starts from (default: default)."),
     out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
-    set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*."),
+    set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
 ) -> None:
-    """Score each candidate record for membership in a deployed student's teacher data."""
+    """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
+    with the target given and references that never saw a candidate; rerunning resumes it)."""
     from leakaudit.audit import AuditRequest, run_audit
 
     req = AuditRequest(target=target, candidates=candidates, population=population, references=list(references),
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
-                       redact=redact)
+                       config=config, preset=preset, redact=redact)
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     typer.echo(f"per-candidate scores: {table_path}")
 
@@ -229,20 +284,22 @@ def report(run_dir: Path = typer.Argument(..., help="A finished run directory.")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors print one line and exit 2."""
+    """Console entry point: user errors (bad input, mistyped commands and options) print one line and exit 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="leakaudit", standalone_mode=False)
     except LeakauditError as e:
-        typer.echo(f"error: {e}", err=True)
+        typer.echo(f"error: {' '.join(str(e).split())}", err=True)
         return 2
-    except (typer.Abort, KeyboardInterrupt):
+    except (typer.Abort, click.exceptions.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
-    except typer.Exit as e:
+    except (typer.Exit, click.exceptions.Exit) as e:
         return e.exit_code
-    except click.exceptions.ClickException as e:  # usage errors carry their own exit code (2)
-        e.show()
-        return e.exit_code
+    except _no_args_classes():  # bare `leakaudit`: the help is already printed
+        return 2
+    except _usage_error_classes() as e:  # typer's and click's usage errors: no such option/command, bad value
+        typer.echo(f"error: {_usage_message(e)}", err=True)
+        return 2
     return 0
 
 

@@ -8,13 +8,19 @@ A model reference is one of:
 - a local directory holding a transformers checkpoint (e.g. a trained student's ``models/<id>/``);
 - a Hugging Face hub id such as ``Qwen/Qwen2.5-0.5B-Instruct`` (needs a network or a warm HF cache).
 
-``trust_remote_code`` is off unless the caller passes ``trust_remote_code=True``; weights load from
-safetensors only.
+``trust_remote_code`` is off unless the caller passes ``trust_remote_code=True`` (every loader takes the keyword
+and hands it to each ``from_pretrained``); weights load from safetensors only: a directory whose weights are pickles
+(``pytorch_model.bin``, ``adapter_model.bin``, ...) is refused before anything is unpickled.
+
+A hub id is checked with one short request (no retries) before anything loads it: an id that does not exist, or a
+hub that cannot be reached with the model not in the local cache, is an InputError at once instead of a minute of
+retries. With the hub unreachable (or HF_HUB_OFFLINE=1) a cached copy is used from its snapshot directory.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -71,8 +77,69 @@ def materialise_gguf(name: str) -> Path:
     return target
 
 
+HUB_TIMEOUT_S = 5.0
+"""Seconds the one hub request of `resolve_model_ref` may take (it is never retried)."""
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def _hub_offline() -> bool:
+    """HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE, read now (huggingface_hub reads them once, at import)."""
+    from huggingface_hub import constants
+
+    env = (os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or "").strip().lower()
+    return env in ("1", "on", "yes", "true") or bool(getattr(constants, "HF_HUB_OFFLINE", False))
+
+
+def _hub_error_kinds() -> dict[str, tuple[type[BaseException], ...]]:
+    from huggingface_hub import errors
+
+    def kinds(*names: str) -> tuple[type[BaseException], ...]:
+        return tuple(getattr(errors, n) for n in names if hasattr(errors, n))
+
+    return {"network": kinds("LocalEntryNotFoundError", "OfflineModeIsEnabled"),
+            "gated": kinds("GatedRepoError"), "missing": kinds("RepositoryNotFoundError", "DisabledRepoError"),
+            "revision": kinds("RevisionNotFoundError"),
+            "entry": kinds("RemoteEntryNotFoundError", "EntryNotFoundError")}
+
+
+def _resolve_hub_id(ref: str) -> str:
+    """`ref` when the hub serves its config.json; its cached snapshot directory when the hub cannot be reached;
+    otherwise an InputError naming the reference (one request of at most HUB_TIMEOUT_S seconds, no retries)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+
+    kinds = _hub_error_kinds()
+    if _hub_offline():
+        reason = "offline mode is on (HF_HUB_OFFLINE)"
+    else:
+        endpoint = os.environ.get("HF_ENDPOINT") or None  # read now, as for the offline flag
+        try:
+            get_hf_file_metadata(hf_hub_url(ref, "config.json", endpoint=endpoint), timeout=HUB_TIMEOUT_S,
+                                 endpoint=endpoint)
+            return ref
+        except kinds["network"] as e:
+            reason = f"the hub could not be reached ({type(e).__name__})"
+        except kinds["gated"] as e:
+            raise InputError(f"model '{ref}' is gated on the hub: accept its terms and log in (`hf auth login`), "
+                             "or pass a local model directory") from e
+        except kinds["missing"] as e:
+            raise InputError(f"model '{ref}' does not exist on the hub (or is private): check the id, or pass a "
+                             "local model directory") from e
+        except kinds["revision"] as e:
+            raise InputError(f"model '{ref}': the hub has no such revision") from e
+        except kinds["entry"] as e:
+            raise InputError(f"hub repository '{ref}' has no config.json, so it is not a transformers model") from e
+        except Exception as e:  # connection refused, DNS failure, timeout, proxy errors (httpx/requests classes)
+            reason = f"the hub could not be reached ({type(e).__name__}: {e})"
+    cached = try_to_load_from_cache(ref, "config.json")
+    if isinstance(cached, str):
+        return str(Path(cached).parent)
+    raise InputError(f"model '{ref}' is not a local directory, {reason}, and it is not in the local Hugging Face "
+                     "cache: check the id, connect to the network, or pass a local model directory")
+
+
 def resolve_model_ref(ref: str) -> str:
-    """Return something ``from_pretrained`` accepts: a local directory or a hub id."""
+    """Return something ``from_pretrained`` accepts: a local directory or a hub id (see the module docstring)."""
     if ref in OFFLINE_MODELS:
         return str(materialise_gguf(ref))
     p = Path(ref).expanduser()
@@ -81,8 +148,39 @@ def resolve_model_ref(ref: str) -> str:
             raise InputError("not a model directory (no config.json)", path=str(p))
         return str(p)
     if ref.count("/") == 1 and not ref.startswith((".", "/")):
-        return ref  # hub id
+        return _resolve_hub_id(ref)
     raise InputError(f"unknown model reference '{ref}': expected {sorted(OFFLINE_MODELS)}, a directory or a hub id")
+
+
+def check_safetensors_only(path: str | os.PathLike) -> None:
+    """Refuse a model (or LoRA adapter) directory whose weights are pickles and not safetensors.
+
+    A plain model directory must hold a ``*.safetensors`` file when it holds any pickled weights
+    (``pytorch_model.bin``, ``*.pt``, ...); an adapter directory (``adapter_config.json``) must hold
+    ``adapter_model.safetensors`` when it holds ``adapter_model.bin``, and a local base it names is checked too.
+    A hub id (not a directory) is left to ``from_pretrained(use_safetensors=True)``."""
+    p = Path(path)
+    if not p.is_dir():
+        return
+    names = sorted(f.name for f in p.iterdir() if f.is_file())
+    if "adapter_config.json" in names:
+        pickles = [n for n in names if n.startswith("adapter_model") and n.endswith(PICKLE_SUFFIXES)]
+        if pickles and "adapter_model.safetensors" not in names:
+            raise InputError(f"weights in safetensors only: {p} holds {pickles[0]} (a pickle) and no "
+                             "adapter_model.safetensors; save the adapter with "
+                             "save_pretrained(safe_serialization=True)")
+        try:
+            base = json.loads((p / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+        except (OSError, ValueError) as e:
+            raise InputError(f"unreadable adapter_config.json ({e})", path=str(p)) from e
+        if base and Path(base).expanduser().is_dir() and Path(base).expanduser().resolve() != p.resolve():
+            check_safetensors_only(Path(base).expanduser())
+        return
+    pickles = [n for n in names if n.endswith(PICKLE_SUFFIXES) and not n.startswith(("training_args", "optimizer",
+                                                                                      "scheduler", "rng_state"))]
+    if pickles and not any(n.endswith(".safetensors") for n in names):
+        raise InputError(f"weights in safetensors only: {p} holds {pickles[0]} (a pickle) and no *.safetensors; "
+                         "convert it with save_pretrained(safe_serialization=True)")
 
 
 @dataclass(frozen=True)
@@ -103,23 +201,28 @@ def load_tokenizer(ref: str, *, trust_remote_code: bool = False) -> Any:
     return tok
 
 
-def load_model(ref: str, options: LoadOptions = LoadOptions()) -> Any:
-    """Load a causal LM in eval mode. A directory with an adapter (adapter_config.json) is loaded with PEFT."""
+def load_model(ref: str, options: LoadOptions = LoadOptions(), *, trust_remote_code: bool = False) -> Any:
+    """Load a causal LM in eval mode. A directory with an adapter (adapter_config.json) is loaded with PEFT.
+
+    Remote code runs only when `trust_remote_code` (or options.trust_remote_code) is True; pickled weights are
+    refused (check_safetensors_only)."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    trust = bool(trust_remote_code or options.trust_remote_code)
     path = resolve_model_ref(ref)
+    check_safetensors_only(path)
     dtype = getattr(torch, options.dtype)
     adapter_cfg = Path(path) / "adapter_config.json"
     if adapter_cfg.is_file():
         from peft import AutoPeftModelForCausalLM
 
         model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
-                                                         trust_remote_code=options.trust_remote_code)
+                                                         trust_remote_code=trust)
         model = model.merge_and_unload()
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
-                                                     trust_remote_code=options.trust_remote_code)
+                                                     trust_remote_code=trust)
     model.to(options.device)
     model.eval()
     return model

@@ -25,11 +25,11 @@ def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextM
 
 
 def load_trainable(ref: str, device: torch.device, *, lora_rank: int, lora_alpha: int, lora_dropout: float,
-                   target_modules: tuple[str, ...]) -> Any:
+                   target_modules: tuple[str, ...], trust_remote_code: bool = False) -> Any:
     """The student in fp32 and train mode; base dropout off (as TRL does for distillation); LoRA if rank > 0."""
     from trl.trainer.utils import disable_dropout_in_model
 
-    model = load_model(ref, LoadOptions(dtype="float32", device=str(device)))
+    model = load_model(ref, LoadOptions(dtype="float32", device=str(device)), trust_remote_code=trust_remote_code)
     disable_dropout_in_model(model)
     if lora_rank > 0:
         from peft import LoraConfig, get_peft_model
@@ -41,9 +41,11 @@ def load_trainable(ref: str, device: torch.device, *, lora_rank: int, lora_alpha
     return model
 
 
-def setup_training(base_model: str, config: Any) -> tuple[Any, torch.device, Any, Any, Any]:
+def setup_training(base_model: str, config: Any, *, trust_remote_code: bool = False
+                   ) -> tuple[Any, torch.device, Any, Any, Any]:
     """The start both trainers share: an Accelerator, seeds, the autocast context, the tokenizer and the trainable
-    model (LoRA-wrapped when config.lora_rank > 0). Returns (accelerator, device, amp, tokenizer, model)."""
+    model (LoRA-wrapped when config.lora_rank > 0). Returns (accelerator, device, amp, tokenizer, model).
+    `trust_remote_code` reaches both the tokenizer and the model load."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
@@ -53,15 +55,16 @@ def setup_training(base_model: str, config: Any) -> tuple[Any, torch.device, Any
     set_seed(config.seed)
     device = accelerator.device
     amp = autocast(device, config.bf16_autocast)
-    tokenizer = load_tokenizer(base_model)
+    tokenizer = load_tokenizer(base_model, trust_remote_code=trust_remote_code)
     model = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
-                           lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules)
+                           lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules,
+                           trust_remote_code=trust_remote_code)
     return accelerator, device, amp, tokenizer, model
 
 
-def load_frozen(ref: str, device: torch.device) -> Any:
+def load_frozen(ref: str, device: torch.device, *, trust_remote_code: bool = False) -> Any:
     """A frozen fp32 model in eval mode (the teacher); forward passes run under no_grad/autocast by the caller."""
-    model = load_model(ref, LoadOptions(dtype="float32", device=str(device)))
+    model = load_model(ref, LoadOptions(dtype="float32", device=str(device)), trust_remote_code=trust_remote_code)
     model.requires_grad_(False)
     model.eval()
     return model

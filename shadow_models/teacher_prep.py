@@ -81,10 +81,11 @@ def accumulate_sft_step(accelerator, model, examples: Sequence[tuple[list[int], 
 
 
 def prepare_teacher(base_model: str, population_records: list[Record], out_dir: Path, config: TeacherPrepConfig, *,
-                    forbidden_ids: Iterable[str] = (), progress: bool = True) -> Path:
+                    forbidden_ids: Iterable[str] = (), progress: bool = True, trust_remote_code: bool = False) -> Path:
     """SFT `base_model` on `population_records` to copy the reference it is given; returns `out_dir`
     (at once if DONE exists). `forbidden_ids` (e.g. the audit's candidates) must not appear among the records.
-    Output: weights (or LoRA adapter) + tokenizer, meta.json, ledger.jsonl, DONE last; usable as teacher_model."""
+    Output: weights (or LoRA adapter) + tokenizer, meta.json, ledger.jsonl, DONE last; usable as teacher_model.
+    `trust_remote_code` reaches the tokenizer and model loads (off by default)."""
     config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
     out_dir = Path(out_dir)
     if is_done(out_dir):
@@ -96,7 +97,7 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
         raise ConfigError(f"{len(leaked)} candidate record(s) among the teacher's population records, "
                           f"e.g. {sorted(leaked)[0]}")
     started = time.time()
-    accelerator, device, amp, tokenizer, model = setup_training(base_model, config)
+    accelerator, device, amp, tokenizer, model = setup_training(base_model, config, trust_remote_code=trust_remote_code)
     steps = plan_steps(len(population_records), config.epochs, config.batch_size, config.seed)
     optimizer, scheduler = optim.build_optimizer(
         model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,

@@ -61,7 +61,8 @@ def main_process_staging(accelerator: Any, out_dir: Path) -> Iterator[Path | Non
 
 
 def train_student(base_model: str, records: list[Record], out_dir: Path, config: OPDConfig, *,
-                  teacher_model: str | None = None, model_id: str = "", progress: bool = True) -> Path:
+                  teacher_model: str | None = None, model_id: str = "", progress: bool = True,
+                  trust_remote_code: bool = False) -> Path:
     """Train one student by on-policy distillation on `records`; returns `out_dir` (at once if DONE exists).
 
     Per step: the student samples one completion per record of the batch from its current policy
@@ -70,6 +71,7 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     (`config.teacher_template`); the student is updated toward it per token on completion tokens only.
     Writes weights (or a LoRA adapter), meta.json, ledger.jsonl (one line per step) and DONE last, building in
     `<out_dir>.partial`; a crash leaves no `out_dir`, and with `config.save_checkpoints` the rerun resumes.
+    `trust_remote_code` reaches the tokenizer, the student and the teacher loads (off by default).
     """
     config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
     out_dir = Path(out_dir)
@@ -77,12 +79,13 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
         return out_dir
     check_records(records)
     started = time.time()
-    accelerator, device, amp, tokenizer, student = setup_training(base_model, config)
+    accelerator, device, amp, tokenizer, student = setup_training(base_model, config,
+                                                                  trust_remote_code=trust_remote_code)
     if teacher_model is None and config.lora_rank > 0:
         teacher = None  # self-distillation with LoRA: the base under the student's disabled adapter
     else:
         teacher_ref = teacher_model if teacher_model is not None else base_model
-        teacher = load_frozen(teacher_ref, device)
+        teacher = load_frozen(teacher_ref, device, trust_remote_code=trust_remote_code)
         check_same_vocab(student, teacher, tokenizer, teacher_ref)
     eos_ids = eos_token_ids(tokenizer, student)
     pad_id = int(tokenizer.pad_token_id)

@@ -124,3 +124,41 @@ def test_empty_hub_text_field_is_named(tmp_path, hub):
     bad.write_text('{"task_id": 1, "text": "   ", "code": "x = 1", "test_list": ["assert x"]}\n')
     with pytest.raises(InputError, match=r"mbpp_bad.jsonl, line 1, field 'text': is empty"):
         hub("mbpp", data_files=bad)
+
+
+# ---------------------------------------------------------------- hub ids without a network (issue 12, item 7)
+NO_SUCH_DATASET = "leakaudit-tests/no-such-dataset-0d81e5c"
+
+
+@pytest.mark.parametrize("source", ["gsm8k", "math", "medqa", "mbpp"])
+def test_unknown_hub_dataset_fails_at_once_when_the_hub_is_unreachable(tmp_path, monkeypatch, source):
+    """Without a network datasets.load_dataset retries for tens of seconds; the loaders fail at once instead."""
+    import time
+
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a closed port: every connection is refused
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    start = time.monotonic()
+    with pytest.raises(InputError, match="could not be reached") as info:
+        load_source(source, hub_id=NO_SUCH_DATASET, cache_dir=tmp_path / "hf")
+    assert time.monotonic() - start < 10
+    assert NO_SUCH_DATASET in str(info.value) and "data_files=" in str(info.value)
+
+
+def test_unknown_hub_dataset_offline_exits_2_at_once(tmp_path):
+    """HF_HUB_OFFLINE=1 (set before the process starts, as users do): one line, exit 2, within seconds."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    start = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "leakaudit.cli", "records", "--source", "gsm8k", "-o",
+                          f"hub_id={NO_SUCH_DATASET}"], capture_output=True, text=True, env=env, timeout=120)
+    assert time.monotonic() - start < 30  # interpreter start and imports included
+    assert res.returncode == 2, res.stderr
+    lines = [line for line in res.stderr.splitlines() if line.strip() and not line.startswith("WARNING")]
+    assert lines[-1].startswith("error: ") and NO_SUCH_DATASET in lines[-1] and "Traceback" not in res.stderr

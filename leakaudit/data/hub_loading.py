@@ -6,6 +6,7 @@ dataset, which is how tests and air-gapped users run these sources without a net
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -30,12 +31,46 @@ def load_rows(hub_id: str, *, config: str | None, split: str, data_files: str | 
             raise InputError(f"unsupported file type; use one of {sorted(LOCAL_BUILDERS)}", path=str(path))
         return datasets.load_dataset(builder, data_files=str(path), split="train",
                                      cache_dir=None if cache_dir is None else str(cache_dir))
+    check_hub_dataset(hub_id)
     try:
         return datasets.load_dataset(hub_id, config, split=split,
                                      cache_dir=None if cache_dir is None else str(cache_dir))
-    except OSError as e:  # no network, unknown dataset id, missing split files
+    except (OSError, ValueError) as e:  # no network, unknown dataset id, unknown config or split, missing files
         raise InputError(f"could not load hub dataset {hub_id!r} (config {config!r}, split {split!r}): {e}; "
                          f"without a network pass data_files= a local copy", path=hub_id) from e
+
+
+HUB_TIMEOUT_S = 5.0
+"""Seconds the one hub request of `check_hub_dataset` may take (it is never retried)."""
+
+
+def check_hub_dataset(hub_id: str) -> None:
+    """Fail at once, naming `hub_id`, when the hub says the dataset does not exist or cannot be reached.
+
+    One request of at most HUB_TIMEOUT_S seconds, no retries (`datasets.load_dataset` alone retries for tens of
+    seconds without a network). In offline mode (HF_HUB_OFFLINE=1) nothing is asked: the datasets cache answers."""
+    from huggingface_hub import HfApi
+
+    from leakaudit.models import _hub_error_kinds, _hub_offline
+
+    if _hub_offline():
+        return
+    kinds = _hub_error_kinds()
+    endpoint = os.environ.get("HF_ENDPOINT") or None  # read now: huggingface_hub reads it once, at import
+    try:
+        HfApi(endpoint=endpoint).dataset_info(hub_id, timeout=HUB_TIMEOUT_S)
+        return
+    except kinds["gated"] as e:
+        raise InputError("hub dataset is gated: accept its terms and log in (`hf auth login`), "
+                         "or pass data_files= a local copy", path=hub_id) from e
+    except kinds["missing"] as e:
+        raise InputError("no such dataset on the hub (or it is private): check the id, or pass "
+                         "data_files= a local copy", path=hub_id) from e
+    except Exception as e:  # connection refused, DNS failure, timeout, offline mode, proxy errors
+        reason = f"{type(e).__name__}: {e}"
+    raise InputError(f"the Hugging Face hub could not be reached ({reason}): pass "
+                     "data_files= a local copy, or set HF_HUB_OFFLINE=1 to use a copy in the datasets cache",
+                     path=hub_id)
 
 
 class FieldError(ValueError):

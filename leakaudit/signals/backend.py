@@ -94,23 +94,44 @@ class Backend(Protocol):
         ...
 
 
-def make_backend(kind: str, model_ref: str, **opts: Any) -> Backend:
-    """Build a backend. kind: 'transformers' (CPU/GPU, options of HFBackend) or 'vllm' (GPU, VLLMBackend)."""
+def make_backend(kind: str, model_ref: str, *, trust_remote_code: bool = False, **opts: Any) -> Backend:
+    """Build a backend. kind: 'transformers' (CPU/GPU; `opts` are HFOptions fields) or 'vllm' (GPU; `opts` are
+    VLLMBackend options). `opts` go to that backend unchanged; `open_backend` maps a study's settings instead."""
     if kind == "transformers":
         from leakaudit.signals.hf_backend import HFBackend
 
-        return HFBackend(model_ref, **opts)
+        return HFBackend(model_ref, trust_remote_code=trust_remote_code, **opts)
     if kind == "vllm":
         from leakaudit.signals.vllm_backend import VLLMBackend
 
-        return VLLMBackend(model_ref, **opts)
+        return VLLMBackend(model_ref, trust_remote_code=trust_remote_code, **opts)
+    raise ConfigError(f"unknown backend kind '{kind}'; expected one of {list(BACKEND_KINDS)}")
+
+
+def backend_options(kind: str, *, score_batch_size: int = 16, autocast_bf16: bool = False,
+                    vllm_stats_topk: int = -1) -> dict[str, Any]:
+    """The options of a study's `signals` section that backend `kind` understands.
+
+    transformers: score_batch_size, autocast_bf16 (HFOptions). vllm: stats_topk = vllm_stats_topk (-1: Min-K%++'s
+    vocabulary statistics over the whole vocabulary, exact; k > 0: over the top k, an estimate; 0: refuse them);
+    vLLM schedules its own batches and computes in the model's dtype, so score_batch_size and autocast_bf16 do
+    not apply to it."""
+    if kind == "transformers":
+        return {"score_batch_size": score_batch_size, "autocast_bf16": autocast_bf16}
+    if kind == "vllm":
+        return {"stats_topk": vllm_stats_topk}
     raise ConfigError(f"unknown backend kind '{kind}'; expected one of {list(BACKEND_KINDS)}")
 
 
 @contextlib.contextmanager
-def open_backend(kind: str, model_ref: str, **opts: Any) -> Iterator[Backend]:
-    """`make_backend` for one block: the model is released when the block ends (one model in memory at a time)."""
-    backend = make_backend(kind, model_ref, **opts)
+def open_backend(kind: str, model_ref: str, *, trust_remote_code: bool = False, score_batch_size: int = 16,
+                 autocast_bf16: bool = False, vllm_stats_topk: int = -1) -> Iterator[Backend]:
+    """A backend for one block, built from a study's signal settings (each backend gets only the options it
+    understands, see `backend_options`); the model is released when the block ends (one model in memory at a
+    time). trust_remote_code (off by default) reaches the model load of either backend."""
+    opts = backend_options(kind, score_batch_size=score_batch_size, autocast_bf16=autocast_bf16,
+                           vllm_stats_topk=vllm_stats_topk)
+    backend = make_backend(kind, model_ref, trust_remote_code=trust_remote_code, **opts)
     try:
         yield backend
     finally:

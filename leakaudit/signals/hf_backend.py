@@ -100,14 +100,19 @@ def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int) -> li
 class HFBackend:
     """A transformers causal LM behind the Backend protocol.
 
-    model_ref: anything leakaudit.models.load_model accepts; options: fields of HFOptions.
+    model_ref: anything leakaudit.models.load_model accepts; options: fields of HFOptions; trust_remote_code
+    reaches the model load (off by default).
     """
 
-    def __init__(self, model_ref: str, **options: Any):
+    def __init__(self, model_ref: str, *, trust_remote_code: bool = False, **options: Any):
         from leakaudit.models import LoadOptions, load_model
 
-        opts = HFOptions(**options)
-        model = load_model(model_ref, LoadOptions(dtype="float32", device=opts.device))
+        try:
+            opts = HFOptions(**options)
+        except TypeError as e:
+            raise ConfigError(f"transformers backend: {e}") from e
+        model = load_model(model_ref, LoadOptions(dtype="float32", device=opts.device),
+                           trust_remote_code=trust_remote_code)
         self._init(model, opts)
         self.model_ref = model_ref
 

@@ -78,26 +78,36 @@ def completions_from_outputs(request_outputs: Iterable[Any], n: int, eos_ids: Se
 
 class VLLMBackend:
     """vLLM behind the Backend protocol. options: dtype, gpu_memory_utilization, max_model_len, stats_topk,
-    enable_prefix_caching, eos_token_ids; anything else goes to vllm.LLM unchanged."""
+    enable_prefix_caching, eos_token_ids, trust_remote_code (off by default); anything else goes to vllm.LLM
+    unchanged. Weights load from safetensors only (a model directory of pickles is refused, and vLLM is told
+    load_format='safetensors'). A LoRA adapter directory is refused: vLLM serves merged models."""
 
     def __init__(self, model_ref: str, *, dtype: str = "bfloat16", gpu_memory_utilization: float = 0.85,
                  max_model_len: int | None = None, stats_topk: int = 0, enable_prefix_caching: bool = True,
-                 eos_token_ids: Sequence[int] | None = None, **llm_kwargs: Any):
+                 eos_token_ids: Sequence[int] | None = None, trust_remote_code: bool = False, **llm_kwargs: Any):
+        from pathlib import Path
+
+        from leakaudit.models import check_safetensors_only, resolve_model_ref
+
+        if not isinstance(stats_topk, int) or isinstance(stats_topk, bool) or not (stats_topk == -1 or stats_topk >= 0):
+            raise ConfigError(f"stats_topk must be -1 (whole vocabulary) or >= 0, got {stats_topk!r}")
         try:
             import vllm
         except ImportError as exc:
             raise LeakauditError("the vLLM backend needs the `vllm` package (GPU only): pip install "
                                  "'leakaudit[vllm]', or use backend 'transformers'") from exc
-        from leakaudit.models import resolve_model_ref
-
-        if not (stats_topk == -1 or stats_topk >= 0):
-            raise ConfigError(f"stats_topk must be -1 (whole vocabulary) or >= 0, got {stats_topk}")
+        path = resolve_model_ref(model_ref)
+        check_safetensors_only(path)
+        if (Path(path) / "adapter_config.json").is_file():
+            raise ConfigError(f"{path} is a LoRA adapter; the vLLM backend needs a full model (train with "
+                              "lora_rank=0, or use backend 'transformers', which merges adapters)")
         self._vllm = vllm
         self.stats_topk = stats_topk
         self.model_ref = model_ref
-        self.llm = vllm.LLM(model=resolve_model_ref(model_ref), dtype=dtype,
-                            gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                            enable_prefix_caching=enable_prefix_caching,
+        llm_kwargs.setdefault("load_format", "safetensors")
+        self.llm = vllm.LLM(model=path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
+                            max_model_len=max_model_len, enable_prefix_caching=enable_prefix_caching,
+                            trust_remote_code=trust_remote_code,
                             max_logprobs=-1 if stats_topk == -1 else max(stats_topk, 20), **llm_kwargs)
         if eos_token_ids is None:
             tok = self.llm.get_tokenizer()
