@@ -106,7 +106,8 @@ def _hub_error_kinds() -> dict[str, tuple[type[BaseException], ...]]:
 def _resolve_hub_id(ref: str) -> str:
     """`ref` when the hub serves its config.json; its cached snapshot directory when the hub cannot be reached;
     otherwise an InputError naming the reference (one request of at most HUB_TIMEOUT_S seconds, no retries)."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub import hf_hub_url, try_to_load_from_cache
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
     kinds = _hub_error_kinds()
     if _hub_offline():
@@ -114,8 +115,10 @@ def _resolve_hub_id(ref: str) -> str:
     else:
         endpoint = os.environ.get("HF_ENDPOINT") or None  # read now, as for the offline flag
         try:
-            get_hf_file_metadata(hf_hub_url(ref, "config.json", endpoint=endpoint), timeout=HUB_TIMEOUT_S,
-                                 endpoint=endpoint)
+            # One plain HEAD: huggingface_hub's own metadata call retries connection errors in some versions.
+            response = get_session().head(hf_hub_url(ref, "config.json", endpoint=endpoint),
+                                          headers=build_hf_headers(), timeout=HUB_TIMEOUT_S)
+            hf_raise_for_status(response)  # 401/403/404 -> RepositoryNotFoundError, GatedRepoError, ...
             return ref
         except kinds["network"] as e:
             reason = f"the hub could not be reached ({type(e).__name__})"
