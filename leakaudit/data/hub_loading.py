@@ -29,8 +29,16 @@ def load_rows(hub_id: str, *, config: str | None, split: str, data_files: str | 
         builder = LOCAL_BUILDERS.get("".join(path.suffixes[-1:]).lower())
         if builder is None:
             raise InputError(f"unsupported file type; use one of {sorted(LOCAL_BUILDERS)}", path=str(path))
-        return datasets.load_dataset(builder, data_files=str(path), split="train",
-                                     cache_dir=None if cache_dir is None else str(cache_dir))
+        try:
+            return datasets.load_dataset(builder, data_files=str(path), split="train",
+                                         cache_dir=None if cache_dir is None else str(cache_dir))
+        except KeyError as e:  # datasets < 5 on a JSON row that lacks a column of the first rows
+            if path.suffix.lower() != ".jsonl":
+                raise InputError(f"a row lacks the field {e.args[0]!r} that earlier rows have", path=str(path),
+                                 field=str(e.args[0])) from e
+            from leakaudit.data.records import jsonl_rows
+
+            return [row for _, row in jsonl_rows(path)]  # the converter then names the row and the field
     check_hub_dataset(hub_id)
     try:
         return datasets.load_dataset(hub_id, config, split=split,
@@ -88,7 +96,7 @@ def convert_rows(rows: Iterable[dict[str, Any]], converter: RowConverter, *, whe
         try:
             record = converter(row)
         except KeyError as e:
-            raise InputError("missing field", path=where, line=number, field=str(e.args[0])) from e
+            raise InputError("is missing", path=where, line=number, field=str(e.args[0])) from e
         except FieldError as e:
             raise InputError(e.message, path=where, line=number, field=e.field) from e
         records.append(validate_record_dict(record.to_dict(), path=where, line=number))
