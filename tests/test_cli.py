@@ -131,6 +131,7 @@ def test_audit_end_to_end_on_tiny_model(tmp_path, tiny_model_dir, capsys):
 
     plan = MembershipPlan.load(out)
     cand_ids = {r.record_id for r in cands}
-    for m in plan.models:
+    for m in plan.models_of("math", "reference"):
         assert not cand_ids & set(plan.members(m))
+    assert set(plan.members("target")) == {r.record_id for i, r in enumerate(cands) if i % 2 == 0}
     assert (out / "report.html").is_file()

@@ -79,6 +79,7 @@ def test_offline_presets_fit_their_pools(preset, tmp_path):
 
     cfg = load_config(preset=preset, overrides=[f"out_root={tmp_path}"])
     study = Study(cfg, progress=False, log=lambda m: None)
+    study.prepare()  # loads, filters and splits every source in memory (raises if a pool is too small)
     study.stage_records()
     per_domain = cfg.data.n_candidates + cfg.data.n_population
     assert len(read_jsonl(study.run.records)) == per_domain * len(cfg.data.domains)

@@ -17,7 +17,8 @@ from leakaudit.config import load_config
 from leakaudit.study import Study
 
 
-def _memorise(base_model, records, out_dir, config, *, teacher_model=None, model_id="", progress=True):
+def _memorise(base_model, records, out_dir, config, *, teacher_model=None, model_id="", progress=True,
+              trust_remote_code=False):
     """Stand-in for train_student: SFT on (student prompt -> privileged text) of the members, saved the same way."""
     import torch
 

@@ -142,3 +142,36 @@ def test_the_fake_refuses_what_vllm_refuses(fake_vllm, tiny_model_dir):
         fake_vllm.LLM(model=tiny_model_dir, score_batch_size=16)
     with pytest.raises(TypeError):
         fake_vllm.SamplingParams(max_new_tokens=4)
+
+
+@pytest.fixture
+def trainers_imported():
+    """TRL probes importlib.util.find_spec("vllm") at import; import it (through the trainers) before the
+    stand-in is installed, as on a machine whose TRL was imported without vLLM."""
+    import shadow_models.teacher_prep  # noqa: F401
+    import shadow_models.trainer  # noqa: F401
+
+
+def test_tiny_study_end_to_end_on_the_vllm_backend(trainers_imported, fake_vllm, tiny_model_dir, tmp_path):
+    """`--set signals.backend=vllm` through every stage: each model is opened as vllm.LLM with engine arguments
+    only, fresh trajectories are sampled and every signal is scored through it, and the study finishes."""
+    import pandas as pd
+
+    from leakaudit.config import load_config
+    from leakaudit.study import Study
+
+    cfg = load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={tmp_path}",
+                                                "name=vllm", "signals.backend=vllm", "signals.vllm_stats_topk=4"])
+    root = Study(cfg, progress=False, log=lambda m: None).run_all()
+    scores = pd.read_parquet(root / "scores.parquet")
+    assert set(scores.target) == {"math-s0", "math-s1", "math-s2", "math-s3", "math-null"}
+    assert (root / "report.html").is_file()
+    opened = [llm.kwargs for llm in fake_vllm.llms]
+    assert len(opened) == 5 + 6  # each of the 5 targets to sample; base, 4 students and null to score
+    for kwargs in opened:
+        assert not {"score_batch_size", "autocast_bf16"} & set(kwargs)
+        assert kwargs.get("trust_remote_code", False) is False
+    asked = [p.kwargs for p in fake_vllm.sampling_params]
+    assert any(k.get("prompt_logprobs") == 4 for k in asked)  # Min-K%++ statistics from the configured top k
+    sampled = [k for k in asked if k.get("n") == cfg.signals.sampling.n_per_record]
+    assert sampled and all(k["temperature"] == 1.0 and k["top_p"] == 1.0 and k["max_tokens"] == 8 for k in sampled)
