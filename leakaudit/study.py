@@ -184,6 +184,7 @@ class Study:
         self._records = {r.record_id: r for r in records}
         self._teacher_records = teacher_pool
         self._check_model_refs()
+        self._check_attack_signals()
         self._todo_from = self._check_stage_marks()
 
     def _check_run_dir_config(self) -> None:
@@ -204,6 +205,20 @@ class Study:
 
         for ref in self.external_models().values():
             resolve_model_ref(ref)
+
+    def _check_attack_signals(self) -> None:
+        """A study's real targets must have every signal their attacks need, found now rather than after hours of
+        training: the population comparison needs population records."""
+        from attacks import get_attack
+        from leakaudit.scoring import attack_specs
+
+        if self.is_audit or self.cfg.data.n_population > 0:
+            return
+        needing = [a.name for a in attack_specs(self.cfg.attacks)
+                   if {"population_target", "population_refs"} & set(get_attack(a.name).needs)]
+        if needing:
+            raise ConfigError(f"data.n_population: attacks {needing} compare each record against population "
+                              "records; set data.n_population > 0 or leave them out of `attacks`")
 
     def _stage_inputs(self, stage: str, upstream: list[str]) -> str:
         """What a stage's results depend on: the config, the records this config gives (recomputed from the

@@ -323,3 +323,12 @@ def test_assembled_inputs_line_up_references_and_population(finished_run):
                 np.testing.assert_allclose(inputs.population_refs[:, col], [fixed[z].logp.mean() for z in pop],
                                            rtol=1e-6)
                 np.testing.assert_allclose(inputs.fixed_refs[i][row], fixed[rid].logp, rtol=1e-6)
+
+
+def test_an_attack_without_its_signals_is_refused_before_training(tmp_path, tiny_model_dir):
+    cfg = _cfg(tmp_path, tiny_model_dir, "data.n_population=0", "plan.null_student=false")
+    with pytest.raises(ConfigError, match=r"data.n_population: attacks \['rmia'\]"):
+        Study(cfg, progress=False, log=lambda m: None).run_all()
+    assert not cfg.run_dir.exists()
+    ok = _cfg(tmp_path, tiny_model_dir, "data.n_population=0", "plan.null_student=false", "attacks=[{name: loss}]")
+    Study(ok, progress=False, log=lambda m: None).prepare()
