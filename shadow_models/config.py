@@ -126,6 +126,12 @@ class OPDConfig(_OptimFields):
     and ledger, safetensors + JSON); an interrupted run resumes from it. Deleted when the student is DONE."""
     checkpoint_every: int = 10
     """Steps between checkpoints when save_checkpoints. >= 1."""
+    teacher_prefix_cache: bool = False
+    """Compute the frozen teacher's keys/values over each record's teacher context (prompt + privileged) once per
+    train_student call and, at every step, run the teacher only over the completion on top of them
+    (shadow_models.teacher_cache); the teacher logits equal the full forward's to float rounding. Memory: the
+    cache of every record trained, held until train_student returns. Off by default until
+    bench/bench_teacher_cache.py shows it pays at the default preset's shapes."""
 
     def __post_init__(self) -> None:
         self._check_common()

@@ -38,6 +38,7 @@ from shadow_models.config import OPDConfig
 from shadow_models.losses import masked_mean, per_token_loss, sampled_logps
 from shadow_models.modeling import check_same_vocab, load_frozen, save_student, setup_training, teacher_view
 from shadow_models.plan import Step, plan_steps, step_seed
+from shadow_models.teacher_cache import TeacherPrefixCache
 from leakaudit.envinfo import library_versions
 from shadow_models.rollout import eos_token_ids, sample_completions
 
@@ -104,6 +105,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
             start_step, ledger = resumed
             optim.fast_forward(scheduler, start_step)
     student, optimizer = accelerator.prepare(student, optimizer)
+    # config.teacher_prefix_cache: the teacher's keys/values over each record's context, computed at its first step
+    prefix_cache = TeacherPrefixCache() if config.teacher_prefix_cache else None
 
     with main_process_staging(accelerator, out_dir) as tmp:
         ledger_path = tmp / "ledger.jsonl" if tmp is not None else None
@@ -112,7 +115,7 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
         bar = _progress(len(steps), start_step, progress and accelerator.is_main_process, model_id)
         for step in steps[start_step:]:
             entry = _train_step(step, records, config, accelerator, student, teacher, tokenizer, optimizer,
-                                scheduler, amp=amp, eos_ids=eos_ids, pad_id=pad_id)
+                                scheduler, amp=amp, eos_ids=eos_ids, pad_id=pad_id, prefix_cache=prefix_cache)
             line = json.dumps(entry, sort_keys=True) + "\n"
             ledger.append(line)
             if ledger_path is not None:
@@ -128,6 +131,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
                                 next_step=done, fingerprint=fingerprint, ledger_lines=ledger)
         if bar is not None:
             bar.close()
+        if prefix_cache is not None:
+            prefix_cache.clear()  # free it before saving; nothing after the last step uses it
         accelerator.wait_for_everyone()
         if tmp is not None:
             save_student(accelerator.unwrap_model(student), tokenizer, tmp)
@@ -143,8 +148,9 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
 
 def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accelerator: Any, student: Any,
                 teacher: Any | None, tokenizer: Any, optimizer: Any, scheduler: Any, *, amp: Any, eos_ids: list[int],
-                pad_id: int) -> dict:
-    """Sample, score with the teacher, update the student once; returns the ledger entry."""
+                pad_id: int, prefix_cache: TeacherPrefixCache | None = None) -> dict:
+    """Sample, score with the teacher, update the student once; returns the ledger entry. With `prefix_cache`
+    the teacher runs over the completions only, on top of its cached contexts (same logits, to float rounding)."""
     t0 = time.time()
     batch = [records[i] for i in step.positions]
     with accelerator.split_between_processes(batch) as local:
@@ -161,7 +167,10 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
         with amp:
             s_logits = completion_logits(student, s_prompts, comp_ids, comp_mask, pad_id)
         with torch.no_grad(), amp, teacher_view(teacher, accelerator.unwrap_model(student)) as scorer:
-            t_logits = completion_logits(scorer, t_prompts, comp_ids, comp_mask, pad_id)
+            if prefix_cache is not None:
+                t_logits = prefix_cache.logits(scorer, t_prompts, comp_ids, comp_mask)
+            else:
+                t_logits = completion_logits(scorer, t_prompts, comp_ids, comp_mask, pad_id)
         tok_loss = per_token_loss(s_logits, t_logits, comp_ids, loss=config.loss, beta=config.beta,
                                   topk=config.topk)
         loss = masked_mean(tok_loss, comp_mask)
