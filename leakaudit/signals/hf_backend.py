@@ -4,22 +4,33 @@ Scoring sorts sequences by length, packs them into batches bounded by `score_bat
 `max_batch_tokens` padded tokens, runs the decoder body (optionally under bf16 autocast), and sends only the
 positions that predict a continuation token through the output head, in float32 (see logprobs.py).
 
+With `share_prefix`, continuations that share a prefix (the n fresh trajectories of a record share its prompt)
+are scored from that prefix's KV cache: per batch, the distinct prefixes run once (left-padded, use_cache), the
+cache rows are gathered to one per continuation, and the continuations minus their last token run on top of it
+(right-padded); the hidden state at each prefix's last position predicts the first continuation token.
+Prefixes that occur once take the plain path. In fp32 the scores equal the plain path's up to float noise
+(tests/test_prefix_scoring.py: atol 1e-5 on logp, mu and sigma).
+
 Sampling calls `model.generate` with a `SeededSampler` (sampler.py): trajectory j of a prompt depends only on
 (cfg.seed, prompt ids, j), not on batch size or order, up to float noise (a flip needs the row's uniform draw
 within ~1e-6 of a CDF boundary). Under bf16 autocast (the default for sampling on bf16-native hardware) the
 logits move more with batch shape, so the guarantee there is: same seed, inputs and batch_size -> same tokens.
+With `share_prefill`, sampling runs its own decode loop from one prefill per distinct prompt of a batch instead
+of model.generate (same SeededSampler, same contract; in fp32 the same tokens as the generate path).
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 
 from leakaudit.errors import ConfigError
-from leakaudit.padding import left_pad, position_ids
+from leakaudit.padding import left_pad, position_ids, right_pad
 from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
 from leakaudit.signals.logprobs import head_logprobs
 from leakaudit.signals.sampler import SeededSampler, row_seed, trim_completion
@@ -29,8 +40,9 @@ from leakaudit.signals.sampler import SeededSampler, row_seed, trim_completion
 class HFOptions:
     """Options of the transformers backend."""
 
-    device: str = "cpu"
-    """torch device string ('cpu', 'cuda', 'cuda:1')."""
+    device: str = "auto"
+    """torch device string ('cpu', 'cuda', 'cuda:1'), or 'auto' (default): 'cuda' when torch.cuda.is_available(),
+    else 'cpu' (see resolve_device)."""
     autocast_bf16: bool = False
     """Score with the decoder body under bf16 autocast (the output head and log-softmax stay float32).
     Off by default: on smollm2-135m (bench/results/signals.json, 1 CPU thread with avx512_bf16) it is 2.2x
@@ -40,6 +52,22 @@ class HFOptions:
     """Sample under bf16 autocast. None (default): on where bf16 matmuls are native (CUDA with bf16; CPUs with
     avx512_bf16/AMX via oneDNN), where it is ~1.9x faster; the samples come from a slightly perturbed model,
     which does not bias the attacks because every model scores them in fp32."""
+    bf16_body: bool = False
+    """Score with the decoder layers under bf16 autocast and the final norm, output head and log-softmax in
+    float32 (the norm runs outside autocast on a float32 input). Implies autocast_bf16 for the layers; needs a
+    decoder with a final `norm` module (Llama, Qwen2, Mistral, Gemma, ...). Off by default: on smollm2-135m it
+    scores exactly as autocast_bf16 does (bench/results/signals_bf16_body.json, max diff 0.0), because under
+    autocast the residual stream already stays float32 (fp32 embeddings + bf16 linear outputs promote to fp32)
+    and RMSNorm has no autocast op, so the final norm already ran in fp32; the error against fp32 comes from the
+    layers' bf16 matmuls."""
+    share_prefill: bool = False
+    """Sample the n trajectories of a prompt from one prefill of it: per batch the distinct prompts run once
+    (left-padded), their KV cache rows are gathered to one per trajectory, and a decode loop here (not
+    model.generate) draws each row with its SeededSampler. Trajectory j still depends only on (seed, prompt ids,
+    j) up to float noise, as on the generate path (tests/test_prefix_scoring.py); off by default."""
+    share_prefix: bool = False
+    """Score continuations that share a prefix from one KV cache of that prefix (see the module docstring).
+    Same scores as the plain path up to float noise; off by default until the benchmark shows it pays."""
     score_batch_size: int = 16
     """Most sequences per scoring forward (>= 1)."""
     max_batch_tokens: int = 4096
@@ -58,6 +86,13 @@ class HFOptions:
             object.__setattr__(self, "eos_token_ids", tuple(int(e) for e in self.eos_token_ids))
             if not self.eos_token_ids:
                 raise ConfigError("eos_token_ids must name at least one token (or be None)")
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when torch.cuda.is_available(), else 'cpu'; any other device string is returned as is."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
 
 
 def bf16_is_native(device: torch.device) -> bool:
@@ -97,6 +132,31 @@ def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int) -> li
     return batches
 
 
+def prefix_batches(prefix_lens: Sequence[int], cont_lens: Sequence[int], keys: Sequence[Any], max_rows: int,
+                   max_tokens: int) -> list[list[int]]:
+    """Batches for prefix-shared scoring: rows ordered by (longest prefix first, prefix key, longest continuation
+    first), so the rows of one prefix stay together and a batch spans groups only where they fit. A batch holds
+    <= max_rows rows and rows * (longest prefix + longest continuation) <= max_tokens (a row alone may exceed it).
+
+    prefix_lens, cont_lens, keys: [S] (keys: any sortable identity of the prefix, e.g. its id tuple).
+    Returns index lists covering range(S) exactly once.
+    """
+    order = sorted(range(len(prefix_lens)), key=lambda i: (-prefix_lens[i], keys[i], -cont_lens[i], i))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest_p = longest_c = 0
+    for i in order:
+        p, c = max(longest_p, prefix_lens[i]), max(longest_c, cont_lens[i])
+        if current and (len(current) >= max_rows or (len(current) + 1) * (p + c) > max_tokens):
+            batches.append(current)
+            current, p, c = [], prefix_lens[i], cont_lens[i]
+        current.append(i)
+        longest_p, longest_c = p, c
+    if current:
+        batches.append(current)
+    return batches
+
+
 class HFBackend:
     """A transformers causal LM behind the Backend protocol.
 
@@ -111,7 +171,7 @@ class HFBackend:
             opts = HFOptions(**options)
         except TypeError as e:
             raise ConfigError(f"transformers backend: {e}") from e
-        model = load_model(model_ref, LoadOptions(dtype="float32", device=opts.device),
+        model = load_model(model_ref, LoadOptions(dtype="float32", device=resolve_device(opts.device)),
                            trust_remote_code=trust_remote_code)
         self._init(model, opts)
         self.model_ref = model_ref
@@ -121,7 +181,7 @@ class HFBackend:
         """Wrap an already loaded model (eval mode is set here)."""
         self = cls.__new__(cls)
         opts = HFOptions(**options)
-        model.to(opts.device)
+        model.to(resolve_device(opts.device))
         model.eval()
         self._init(model, opts)
         self.model_ref = getattr(model.config, "_name_or_path", "")
@@ -130,7 +190,7 @@ class HFBackend:
     def _init(self, model: Any, opts: HFOptions) -> None:
         self.model = model
         self.options = opts
-        self.device = torch.device(opts.device)
+        self.device = torch.device(resolve_device(opts.device))
         self.sample_bf16 = (bf16_is_native(self.device) if opts.sample_autocast_bf16 is None
                             else bool(opts.sample_autocast_bf16))
         gen = getattr(model, "generation_config", None)
@@ -146,9 +206,50 @@ class HFBackend:
         self._decoder = model.get_decoder()
         self._head = model.get_output_embeddings()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
+        self._norm = getattr(self._decoder, "norm", None)
+        if opts.bf16_body and not isinstance(self._norm, torch.nn.Module):
+            raise ConfigError("bf16_body needs a decoder with a final `norm` module; this model has none")
+        params = inspect.signature(self._decoder.forward).parameters
+        # transformers >= 5 names the KV cache argument `cache`; 4.x names it `past_key_values`
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     def _autocast(self, enabled: bool) -> Any:
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
+
+    @contextlib.contextmanager
+    def _body(self) -> Iterator[None]:
+        """The precision context of a scoring forward of the decoder body (see autocast_bf16, bf16_body)."""
+        bf16 = self.options.autocast_bf16 or self.options.bf16_body
+        with self._autocast(bf16):
+            if not self.options.bf16_body:
+                yield
+                return
+            norm, device_type = self._norm, self.device.type
+            had_own = "forward" in vars(norm)
+            inner = norm.forward
+
+            def fp32_forward(hidden: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+                with torch.autocast(device_type=device_type, enabled=False):
+                    return inner(hidden.float(), *args, **kwargs)
+
+            norm.forward = fp32_forward
+            try:
+                yield
+            finally:
+                if had_own:
+                    norm.forward = inner
+                else:
+                    del norm.forward
+
+    def _run_decoder(self, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+        """Decoder body forward -> (last hidden state [B, L, H], the KV cache or None). `cache` in kwargs is the
+        KV cache to extend (passed under the name this transformers version uses)."""
+        cache = kwargs.pop("cache", None)
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        with self._body():
+            out = self._decoder(**kwargs)
+        return out.last_hidden_state, _cache_of(out)
 
     # ---------------------------------------------------------------- scoring
     def score(self, prefixes: list[list[int]], continuations: list[list[int]], *,
@@ -164,6 +265,21 @@ class HFBackend:
                 out[i] = TokenScores(empty, empty if vocab_stats else None, empty if vocab_stats else None)
             else:
                 todo.append(i)
+        if self.options.share_prefix:
+            groups: dict[tuple[int, ...], list[int]] = {}
+            for i in todo:
+                groups.setdefault(tuple(prefixes[i]), []).append(i)
+            shared = [i for rows in groups.values() if len(rows) > 1 for i in rows]
+            for batch in prefix_batches([len(prefixes[i]) for i in shared], [len(continuations[i]) for i in shared],
+                                        [tuple(prefixes[i]) for i in shared], self.options.score_batch_size,
+                                        self.options.max_batch_tokens):
+                idx = [shared[b] for b in batch]
+                scored = self._score_shared_batch([prefixes[i] for i in idx], [continuations[i] for i in idx],
+                                                  vocab_stats)
+                for i, s in zip(idx, scored):
+                    out[i] = s
+            done = set(shared)
+            todo = [i for i in todo if i not in done]
         lengths = [len(seqs[i]) for i in todo]
         for batch in length_batches(lengths, self.options.score_batch_size, self.options.max_batch_tokens):
             idx = [todo[b] for b in batch]
@@ -187,13 +303,52 @@ class HFBackend:
             sizes.append(len(s) - m)
         rows_t, cols_t = torch.cat(rows), torch.cat(cols)
         with torch.inference_mode():
-            with self._autocast(self.options.autocast_bf16):
-                hidden = self._decoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                       position_ids=pos.to(self.device), use_cache=False).last_hidden_state
+            hidden, _ = self._run_decoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                          position_ids=pos.to(self.device), use_cache=False)
             sel = hidden[rows_t.to(self.device), cols_t.to(self.device)].float()  # [N, H]
             targets = ids[rows_t, cols_t + 1].to(self.device)
-            logp, mu, sigma = head_logprobs(sel, self._head, targets, vocab_stats=vocab_stats,
-                                            chunk=self.options.head_chunk, softcap=self._softcap)
+            return self._head_scores(sel, targets, sizes, vocab_stats)
+
+    def _score_shared_batch(self, prefixes: list[list[int]], conts: list[list[int]], vocab_stats: bool
+                            ) -> list[TokenScores]:
+        """B (prefix, continuation) rows whose prefixes repeat: each distinct prefix runs once, then all
+        continuations (without their last token, which predicts nothing) run on its gathered KV cache."""
+        distinct: dict[tuple[int, ...], int] = {}
+        group = [distinct.setdefault(tuple(p), len(distinct)) for p in prefixes]  # [B] row -> distinct prefix
+        uniq = [list(p) for p in distinct]
+        p_ids, p_mask = left_pad(uniq, self.pad_token_id)  # [G, P]
+        g = torch.tensor(group, dtype=torch.long)
+        dev = self.device
+        with torch.inference_mode():
+            p_hidden, cache = self._run_decoder(input_ids=p_ids.to(dev), attention_mask=p_mask.to(dev),
+                                                position_ids=position_ids(p_mask).to(dev), use_cache=True)
+            first = p_hidden[g.to(dev), -1]  # [B, H]: each row's last prefix position predicts its token 0
+            inputs = [c[:-1] for c in conts]
+            width = max(len(c) for c in inputs)
+            if width:
+                c_ids, c_mask = right_pad(inputs, self.pad_token_id)  # [B, W]
+                cache.batch_select_indices(g.to(dev))
+                plen = torch.tensor([len(p) for p in prefixes], dtype=torch.long)
+                pos = plen.unsqueeze(1) + torch.arange(width).unsqueeze(0)  # real positions continue the prefix
+                mask = torch.cat([p_mask[g], c_mask], dim=1)  # [B, P + W]
+                c_hidden, _ = self._run_decoder(input_ids=c_ids.to(dev), attention_mask=mask.to(dev),
+                                                position_ids=pos.to(dev), cache=cache, use_cache=True)
+            del cache
+            parts, sizes = [], []
+            for r, c in enumerate(conts):
+                parts.append(first[r:r + 1])
+                if len(c) > 1:
+                    parts.append(c_hidden[r, :len(c) - 1])
+                sizes.append(len(c))
+            sel = torch.cat(parts).float()  # [N, H]
+            targets = torch.tensor([t for c in conts for t in c], dtype=torch.long, device=dev)
+            return self._head_scores(sel, targets, sizes, vocab_stats)
+
+    def _head_scores(self, sel: torch.Tensor, targets: torch.Tensor, sizes: list[int], vocab_stats: bool
+                     ) -> list[TokenScores]:
+        """Output head on the selected hidden states sel [N, H] -> one TokenScores per row of `sizes`."""
+        logp, mu, sigma = head_logprobs(sel, self._head, targets, vocab_stats=vocab_stats,
+                                        chunk=self.options.head_chunk, softcap=self._softcap)
         bounds = np.cumsum([0] + sizes)
         logp_np = logp.cpu().numpy()
         mu_np = mu.cpu().numpy() if mu is not None else None
@@ -219,8 +374,12 @@ class HFBackend:
         for batch in length_batches(lengths, cfg.batch_size, max_tokens=1 << 62):
             rows = [jobs[b] for b in batch]
             seqs = [prompts[i] for i, _ in rows]
-            ids, mask = left_pad(seqs, self.pad_token_id)
             sampler = SeededSampler([row_seed(cfg.seed, prompts[i], j) for i, j in rows], cfg.temperature, cfg.top_p)
+            if self.options.share_prefill:
+                for (i, j), row in zip(rows, self._sample_shared(seqs, sampler, cfg.max_new_tokens)):
+                    out[i][j] = trim_completion(row, self.eos_token_ids)
+                continue
+            ids, mask = left_pad(seqs, self.pad_token_id)
             with torch.inference_mode(), self._autocast(self.sample_bf16):
                 generated = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                                 generation_config=gen_cfg,
@@ -229,3 +388,47 @@ class HFBackend:
             for (i, j), row in zip(rows, new):
                 out[i][j] = trim_completion(row, self.eos_token_ids)
         return out
+
+    def _sample_shared(self, seqs: list[list[int]], sampler: SeededSampler, max_new_tokens: int) -> list[list[int]]:
+        """Decode B rows (prompts seqs, repeats allowed) from one prefill per distinct prompt -> B token lists of
+        max_new_tokens or fewer (all rows stop once every row has emitted an EOS; tokens after a row's EOS are
+        padding). Mirrors model.generate's greedy loop over the sampler's scores: float32 last-position logits,
+        padding fed to finished rows, the attention mask grown by one per step."""
+        distinct: dict[tuple[int, ...], int] = {}
+        group = [distinct.setdefault(tuple(p), len(distinct)) for p in seqs]
+        p_ids, p_mask = left_pad([list(p) for p in distinct], self.pad_token_id)  # [G, P]
+        dev = self.device
+        g = torch.tensor(group, dtype=torch.long, device=dev)
+        eos = torch.tensor(self.eos_token_ids, dtype=torch.long, device=dev)
+        mask = p_mask.to(dev)[g]  # [B, P]
+        pos = torch.tensor([len(p) for p in seqs], dtype=torch.long, device=dev)
+        unfinished = torch.ones(len(seqs), dtype=torch.bool, device=dev)
+        steps: list[torch.Tensor] = []
+        with torch.inference_mode(), self._autocast(self.sample_bf16):
+            out = self.model(input_ids=p_ids.to(dev), attention_mask=p_mask.to(dev),
+                             position_ids=position_ids(p_mask).to(dev), use_cache=True, logits_to_keep=1)
+            cache = _cache_of(out)
+            logits = out.logits[:, -1][g]  # [B, V]
+            cache.batch_select_indices(g)
+            for step in range(max_new_tokens):
+                tokens = sampler.draw(logits.to(torch.float32))
+                tokens = torch.where(unfinished, tokens, torch.full_like(tokens, self.pad_token_id))
+                steps.append(tokens)
+                unfinished &= ~torch.isin(tokens, eos)
+                if step == max_new_tokens - 1 or not bool(unfinished.any()):
+                    break
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                out = self.model(input_ids=tokens.unsqueeze(1), attention_mask=mask,
+                                 position_ids=(pos + step).unsqueeze(1), use_cache=True, logits_to_keep=1,
+                                 **{self._cache_kw: cache})
+                cache = _cache_of(out)
+                logits = out.logits[:, -1]
+        return torch.stack(steps, dim=1).cpu().tolist()
+
+
+def _cache_of(out: Any) -> Any:
+    """The KV cache of a transformers model output (`cache` in transformers >= 5, `past_key_values` before)."""
+    try:
+        return out.cache
+    except AttributeError:
+        return getattr(out, "past_key_values", None)

@@ -95,11 +95,15 @@ class SeededSampler:
         self.temperature = float(temperature)
         self.top_p = float(top_p)
 
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+    def draw(self, scores: torch.Tensor) -> torch.Tensor:
+        """One token per row from logits scores [B, V] (each row's generator advances by one draw): int64 [B]."""
         if scores.shape[0] != len(self.generators):
             raise RuntimeError(f"SeededSampler built for {len(self.generators)} rows, got {scores.shape[0]}")
         uniforms = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
-        tokens = sample_next(scores.float(), uniforms, self.temperature, self.top_p).to(scores.device)
+        return sample_next(scores.float(), uniforms, self.temperature, self.top_p).to(scores.device)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        tokens = self.draw(scores)
         out = torch.full_like(scores, float("-inf"))
         out.scatter_(1, tokens.unsqueeze(1), 0.0)
         return out
