@@ -14,9 +14,13 @@ kept (a part saves its record after every measurement):
                tolerance; the tiny model, and the qwen shape on a GPU
   opd          shadow_models.train_student at the qwen shape: 8 records (~140-token prompts, ~320-token teacher
                contexts, the default preset's shapes), batch 8, 48 new tokens, bf16 autocast, 3 steps; seconds
-               per step from its ledger, peak GPU memory
+               per step from its ledger, a FLOP estimate as a fraction of the measured bf16 matmul peak, peak
+               GPU memory; then, side by side on the same batch, the teacher prefix KV cache (where OPDConfig has
+               teacher_prefix_cache) and LoRA rank 16
   signals      sampling and scoring tokens/s at the qwen shape through the transformers signal backend
-               (open_backend; device passed explicitly, see _open_backend)
+               (open_backend's backend, device passed explicitly, see _open_backend): fp32, fp32 with Min-K%++
+               statistics, bf16 autocast; then share_prefill / share_prefix where HFOptions has them, with their
+               speed-up and their largest score difference to the plain path
   study_tiny   `leakaudit run-study --preset tiny` on the tiny model, bf16 on a GPU: wall time per stage from the
                `[stage] done in X s` lines
   study_qwen   the same study on the qwen-shape model
@@ -218,10 +222,10 @@ def _peak_memory(device: str) -> dict[str, Any]:
 @contextlib.contextmanager
 def _open_backend(ref: str, device: str, **opts: Any) -> Iterator[Any]:
     """The transformers signal backend on `device`. open_backend (what the study uses) is called when it takes a
-    `device` option; today it does not, and HFBackend's own default device is 'cpu' (another change makes it
-    'auto'), so the same backend is built through make_backend with the device named. NOTE: the study path
-    (Study._backend -> open_backend) therefore scores and samples on HFOptions' default device: on the CPU until
-    that default is 'auto' (the env part records which)."""
+    `device` option; today it does not, so the same backend is built through make_backend with the device named.
+    The study path (Study._backend -> open_backend) cannot choose a device: it gets HFOptions' default, 'auto'
+    (cuda when available) since the signals change of issue 13, 'cpu' before it; the env part records which,
+    and the study parts would show it in their signal stage times."""
     import gc
     import inspect
 
@@ -330,7 +334,8 @@ def part_models(args: argparse.Namespace, rec: Recorder) -> None:
                         "eos": tok.eos_token_id, "pad": tok.pad_token_id, "chat_template": bool(tok.chat_template)}
     rec.save()
     device = _device(args)
-    rec["tiny"] = build_model(SMOKE_TINY if args.cpu_smoke else TINY_LLAMA, tok, Path(args.work) / "models" / "tiny", seed=0, device=device)
+    tiny = SMOKE_TINY if args.cpu_smoke else TINY_LLAMA
+    rec["tiny"] = build_model(tiny, tok, Path(args.work) / "models" / "tiny", seed=0, device=device)
     rec.save()
     rec["qwen"] = build_model(qwen_config(args.cpu_smoke), tok, Path(args.work) / "models" / "qwen", seed=0,
                               device=device)
@@ -390,16 +395,54 @@ def part_logprobs(args: argparse.Namespace, rec: Recorder) -> None:
         _parity(str(model_dir(Path(args.work), "qwen")), device, n, length, rec["qwen"], rec.save)
 
 
-def part_opd(args: argparse.Namespace, rec: Recorder) -> None:
+def _opd_once(base: str, records: list, out: Path, cfg: Any, device: str, shape: dict, work: Path) -> dict:
+    """One train_student run; its ledger's seconds per step, FLOP estimate and peak memory."""
     import torch
 
-    from leakaudit.models import resolve_model_ref  # noqa: F401 - the import path the trainer uses
-    from leakaudit.prompting import student_prompt_ids, teacher_prompt_ids
-    from shadow_models.config import OPDConfig
     from shadow_models.trainer import train_student
 
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    shutil.rmtree(out, ignore_errors=True)
+    rec: dict[str, Any] = {}
+    t = time.time()
+    train_student(base, records, out, cfg, progress=False)
+    rec["wall_seconds"] = round(time.time() - t, 2)
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines() if line.strip()]
+    secs = [e["seconds"] for e in ledger]
+    rec["step_seconds"] = secs
+    rec["completion_tokens"] = [e["completion_tokens"] for e in ledger]
+    rec["teacher_kl"] = [e["teacher_kl"] for e in ledger]
+    later = secs[1:] or secs
+    rec["step_seconds_after_first"] = round(sum(later) / len(later), 4)
+    rec["trainer_device"] = json.loads((out / "meta.json").read_text()).get("device")
+    # FLOPs per step, matmuls only (2 P per token forward, 6 P forward + backward; attention scores left out):
+    # rollout 2P(prompt + completion), student training 6P(prompt + completion), teacher 2P(teacher + completion)
+    params = json.loads((Path(base) / "BUILT").read_text())["parameters"]
+    sp, tp, batch = shape["prompt_tokens_mean"], shape["teacher_tokens_mean"], shape["batch_size"]
+    flops = [params * (2 * (sp * batch + c) + 6 * (sp * batch + c) + 2 * (tp * batch + c))
+             for c in rec["completion_tokens"]]
+    peak = peak_flops(work, device)
+    rec["estimate"] = {"parameters": params, "tflop_per_step": [round(f / 1e12, 3) for f in flops],
+                       "bf16_peak_tflops": round(peak / 1e12, 2) if peak else None,
+                       "fraction_of_bf16_peak": [_fraction(f, t, peak) for f, t in zip(flops, secs)],
+                       "formula": "P x (2(prompt+completion) rollout + 6(prompt+completion) train + "
+                                  "2(teacher+completion) teacher), tokens summed over the batch; the teacher "
+                                  "prefix cache skips most of the teacher term"}
+    rec["memory"] = _peak_memory(device)  # max_rss is the process's so far, not this run's alone
+    shutil.rmtree(out, ignore_errors=True)  # 1.6 GB of fp32 weights at the qwen shape
+    return rec
+
+
+def part_opd(args: argparse.Namespace, rec: Recorder) -> None:
+    import dataclasses
+
+    from leakaudit.prompting import student_prompt_ids, teacher_prompt_ids
+    from shadow_models.config import OPDConfig
+
     device = _device(args)
-    base = str(model_dir(Path(args.work), "qwen"))
+    work = Path(args.work)
+    base = str(model_dir(work, "qwen"))
     if args.cpu_smoke:
         n, batch, epochs, new = 4, 2, 1, 8
     else:
@@ -411,37 +454,25 @@ def part_opd(args: argparse.Namespace, rec: Recorder) -> None:
                     "teacher_tokens_mean": round(sum(len(teacher_prompt_ids(tok, r)) for r in records) / n, 1),
                     "bf16_autocast": True, "lora_rank": 0, "loss": "sampled_rkl", "teacher": "self (frozen base)"}
     rec.save()
-    if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
     cfg = OPDConfig(seed=0, epochs=epochs, batch_size=batch, max_new_tokens=new, bf16_autocast=True,
                     learning_rate=1e-5)
-    out = Path(args.work) / "opd_student"
-    t = time.time()
-    train_student(base, records, out, cfg, progress=False)
-    rec["wall_seconds"] = round(time.time() - t, 2)
-    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines() if line.strip()]
-    secs = [e["seconds"] for e in ledger]
-    rec["step_seconds"] = secs
-    rec["completion_tokens"] = [e["completion_tokens"] for e in ledger]
-    rec["teacher_kl"] = [e["teacher_kl"] for e in ledger]
-    later = secs[1:] or secs
-    rec["step_seconds_after_first"] = round(sum(later) / len(later), 4)
-    meta = json.loads((out / "meta.json").read_text())
-    rec["trainer_device"] = meta.get("device")
-    # FLOPs per step, matmuls only (2 P per token forward, 6 P forward + backward; attention scores left out):
-    # rollout 2P(prompt + completion), student training 6P(prompt + completion), teacher 2P(teacher + completion)
-    params = json.loads((Path(base) / "BUILT").read_text())["parameters"]
-    sp, tp = rec["shape"]["prompt_tokens_mean"], rec["shape"]["teacher_tokens_mean"]
-    flops = [params * (2 * (sp * batch + c) + 6 * (sp * batch + c) + 2 * (tp * batch + c))
-             for c in rec["completion_tokens"]]
-    peak = peak_flops(Path(args.work), device)
-    rec["estimate"] = {"parameters": params, "tflop_per_step": [round(f / 1e12, 3) for f in flops],
-                       "bf16_peak_tflops": round(peak / 1e12, 2) if peak else None,
-                       "fraction_of_bf16_peak": [_fraction(f, t, peak) for f, t in zip(flops, secs)],
-                       "formula": "P x (2(prompt+completion) rollout + 6(prompt+completion) train + "
-                                  "2(teacher+completion) teacher), tokens summed over the batch"}
-    rec["memory"] = _peak_memory(device)
+    rec.update(_opd_once(base, records, work / "opd_student", cfg, device, rec["shape"], work))
     rec.save()
+    # side by side, where the trainer has them: the teacher's prefix KV cache, and LoRA (rank 16)
+    variants = []
+    if "teacher_prefix_cache" in OPDConfig.__dataclass_fields__:
+        variants.append(("teacher_prefix_cache", {"teacher_prefix_cache": True}))
+    variants.append(("lora16", {"lora_rank": 16}))
+    rec["variants"] = {}
+    for name, change in variants:
+        try:
+            r = _opd_once(base, records, work / "opd_student", dataclasses.replace(cfg, **change), device,
+                          rec["shape"], work)
+            r["speedup_after_first"] = round(rec["step_seconds_after_first"] / r["step_seconds_after_first"], 3)
+            rec["variants"][name] = r
+        except Exception as e:  # noqa: BLE001 - a variant failing must not hide the plain run
+            rec["variants"][name] = {"error": f"{type(e).__name__}: {e}"}
+        rec.save()
 
 
 def part_signals(args: argparse.Namespace, rec: Recorder) -> None:
@@ -489,8 +520,10 @@ def part_signals(args: argparse.Namespace, rec: Recorder) -> None:
         b.score(prefixes[:2], conts[:2])  # warm-up
         for label, stats in (("fp32", False), ("fp32_vocab_stats", True)):
             t = time.time()
-            b.score(prefixes, conts, vocab_stats=stats)
+            scored = b.score(prefixes, conts, vocab_stats=stats)
             dt = time.time() - t
+            if stats:
+                plain_scores = scored
             rec[f"scoring_{label}"] = {"seconds": round(dt, 3),
                                        "continuation_tokens_per_s": round(rec["scoring_shape"]["continuation_tokens"]
                                                                           / dt, 1),
@@ -508,6 +541,38 @@ def part_signals(args: argparse.Namespace, rec: Recorder) -> None:
             "continuation_tokens_per_s": round(rec["scoring_shape"]["continuation_tokens"] / dt, 1),
             "total_tokens_per_s": round(rec["scoring_shape"]["total_tokens"] / dt, 1),
             "fraction_of_bf16_peak": _fraction(2 * params * rec["scoring_shape"]["total_tokens"], dt, peak)}
+    # side by side, where the backend has them: one prefill per prompt for its n trajectories (share_prefill),
+    # one KV cache per prefix for scoring its continuations (share_prefix); same work, same shapes
+    from leakaudit.signals.hf_backend import HFOptions
+
+    shared = {k: True for k in ("share_prefill", "share_prefix") if k in HFOptions.__dataclass_fields__}
+    if shared:
+        rec["shared"] = {"options": sorted(shared)}
+        try:
+            with _open_backend(ref, device, score_batch_size=16, autocast_bf16=False, **shared) as b:
+                b.sample(prompts[:2], dataclasses.replace(cfg, n_per_record=2, max_new_tokens=4))  # warm-up
+                _sync(device)
+                t = time.time()
+                shared_comps = b.sample(prompts, cfg)
+                _sync(device)
+                dt = time.time() - t
+                n_tok = sum(len(c) for row in shared_comps for c in row)
+                rec["shared"]["sampling"] = {"tokens": n_tok, "seconds": round(dt, 3),
+                                             "tokens_per_s": round(n_tok / dt, 1),
+                                             "speedup": round(n_tok / dt / rec["sampling"]["tokens_per_s"], 3)}
+                rec.save()
+                b.score(prefixes[:2], conts[:2])  # warm-up
+                t = time.time()
+                shared_scores = b.score(prefixes, conts, vocab_stats=True)
+                dt = time.time() - t
+                tps = rec["scoring_shape"]["continuation_tokens"] / dt
+                rec["shared"]["scoring_vs_plain_max_abs"] = {f: _errors(shared_scores, plain_scores, f)[0]
+                                                             for f in ("logp", "mu", "sigma")}
+                rec["shared"]["scoring_fp32_vocab_stats"] = {
+                    "seconds": round(dt, 3), "continuation_tokens_per_s": round(tps, 1),
+                    "speedup": round(tps / rec["scoring_fp32_vocab_stats"]["continuation_tokens_per_s"], 3)}
+        except Exception as e:  # noqa: BLE001 - reported beside the plain numbers
+            rec["shared"]["error"] = f"{type(e).__name__}: {e}"
     rec["memory"] = _peak_memory(device)
     rec.save()
 
@@ -741,6 +806,10 @@ def summarise(report: dict[str, Any]) -> list[str]:
                      f"tokens, bf16): step seconds {opd['step_seconds']}, after the first "
                      f"{opd['step_seconds_after_first']} s; fraction of bf16 peak "
                      f"{_get(opd, 'estimate', 'fraction_of_bf16_peak')}; memory {opd.get('memory')}")
+        for name, v in (opd.get("variants") or {}).items():
+            lines.append(f"  opd {name}: " + (f"step seconds {v['step_seconds']}, speed-up after the first "
+                                              f"{v['speedup_after_first']}x, memory {v.get('memory')}"
+                                              if "step_seconds" in v else f"FAILED {v.get('error')}"))
     sig = p.get("signals", {})
     if "sampling" in sig:
         lines.append(f"sampling (qwen shape): {sig['sampling']['tokens_per_s']} tokens/s "
@@ -750,6 +819,15 @@ def summarise(report: dict[str, Any]) -> list[str]:
         if r:
             lines.append(f"scoring {label}: {r['continuation_tokens_per_s']} continuation tokens/s "
                          f"({r['total_tokens_per_s']} incl. prefixes)")
+    for kind in ("sampling", "scoring_fp32_vocab_stats"):
+        r = _get(sig, "shared", kind)
+        if r:
+            tps = r.get("tokens_per_s") or r.get("continuation_tokens_per_s")
+            lines.append(f"  {kind} with {sig['shared']['options']}: {tps} tokens/s, speed-up {r['speedup']}x"
+                         + (f"; max abs diff to plain {sig['shared'].get('scoring_vs_plain_max_abs')}"
+                            if kind.startswith("scoring") else ""))
+    if _get(sig, "shared", "error"):
+        lines.append(f"  shared-prefix signals FAILED: {sig['shared']['error']}")
     for name in ("study_tiny", "study_qwen"):
         r = p.get(name)
         if r and "stage_seconds" in r:
