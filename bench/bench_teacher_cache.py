@@ -89,6 +89,8 @@ def teacher_forward(model_dir: str, records, *, new_tokens: int, rounds: int) ->
     ids, mask = right_pad(comps, pad_id)
     keep = mask.bool()
     out: dict = {"context_lengths": [len(c) for c in contexts], "completion_lengths": lengths}
+    with torch.no_grad():  # the fp32 full forward: what every bf16 variant's error is measured against
+        lp_fp32 = sampled_logps(completion_logits(model, contexts, ids, mask, pad_id).float(), ids)
     for precision, bf16 in (("bf16", True), ("fp32", False)):
         amp = autocast(torch.device("cpu"), bf16)
         cache = TeacherPrefixCache()
@@ -109,6 +111,10 @@ def teacher_forward(model_dir: str, records, *, new_tokens: int, rounds: int) ->
                 diffs[name] = {
                     "max_abs_logprob_diff": float(dlogp.max()), "mean_abs_logprob_diff": float(dlogp.mean()),
                     "max_abs_logit_diff": float((got - ref)[keep].abs().max())}
+            vs_fp32 = {}
+            for name in ("full", "cached_padded_batch"):
+                err = (sampled_logps(variants[name]().float(), ids) - lp_fp32)[keep].abs()
+                vs_fp32[name] = {"max_abs_logprob_diff": float(err.max()), "mean_abs_logprob_diff": float(err.mean())}
             times = collections.defaultdict(list)
             for _ in range(rounds):
                 for name, fn in variants.items():
@@ -121,7 +127,7 @@ def teacher_forward(model_dir: str, records, *, new_tokens: int, rounds: int) ->
             "speedup_vs_full": {k: med["full"] / med[k] for k in med if k != "full"},
             "cache_build_seconds": build, "cache_mb": cache.nbytes() / 2**20,
             "cache_mb_per_record": cache.nbytes() / 2**20 / len(contexts),
-            "diff_vs_full": diffs}
+            "diff_vs_full": diffs, "error_vs_fp32_full_forward": vs_fp32}
         cache.clear()
         print(f"  teacher forward {precision}: full {med['full']:.3f}s, cached padded "
               f"{med['cached_padded_batch']:.3f}s, per record {med['cached_per_record']:.3f}s; build {build:.3f}s; "
@@ -252,6 +258,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of the teacher-forward timing")
     ap.add_argument("--order", default="off,on,on,off", help="training runs, cache off/on, in this order")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    ap.add_argument("--teacher-forward-only", action="store_true",
+                    help="rerun measurement 1 only and replace it in the existing --out JSON (training runs kept)")
     ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. that the machine was loaded)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "teacher_cache.json"))
     args = ap.parse_args()
@@ -275,6 +283,14 @@ def main() -> None:
             load_before = os.getloadavg()
             t0 = time.time()
             tf = teacher_forward(model_dir, records, new_tokens=args.new_tokens, rounds=args.rounds)
+            if args.teacher_forward_only:
+                old = json.loads(Path(args.out).read_text(encoding="utf-8"))
+                old["shapes"][shape]["teacher_forward"] = {
+                    **tf, "rerun": {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"), "loadavg_before": load_before,
+                                    "loadavg_after": os.getloadavg(), "torch_threads": torch.get_num_threads()}}
+                Path(args.out).write_text(json.dumps(old, indent=2) + "\n", encoding="utf-8")
+                print(f"updated {args.out}")
+                continue
             tr = train_steps(model_dir, records, new_tokens=args.new_tokens, steps=args.steps, work=work,
                              order=args.order)
             result["shapes"][shape] = {
@@ -286,6 +302,8 @@ def main() -> None:
                   f" -> x{tr['speedup_steady_off_over_on']:.3f} (amortised over 30 steps x"
                   f"{tr['speedup_amortised_30_steps']:.3f}); teacher forward fraction (off) "
                   f"{tr['breakdown_steady']['off']['fraction']['teacher_forward']:.3f}", flush=True)
+    if args.teacher_forward_only:
+        return
     result["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
                          "torch_threads": torch.get_num_threads(),
                          "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "loadavg_end": os.getloadavg()}
