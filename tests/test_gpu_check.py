@@ -113,8 +113,9 @@ def test_shipped_tokenizer_matches_the_offline_smollm2_tokenizer(gc, tokenizer):
 
     shipped = gc.load_tokenizer()
     assert len(shipped) == len(tokenizer) == 49152
-    assert (shipped.bos_token_id, shipped.eos_token_id, shipped.pad_token_id) == \
-        (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    # SmolLM2-Instruct's own ids: bos <|im_start|> 1, eos <|im_end|> 2 (pad = eos). Not compared with the offline
+    # tokenizer: on transformers 4.56 (the floor, make test-floors) its GGUF conversion gives bos = eos = pad = 1.
+    assert (shipped.bos_token_id, shipped.eos_token_id, shipped.pad_token_id) == (1, 2, 2)
     rec = Record("math", "Compute 2 + 3, then explain why 0.5 * 4 = 2.", "2 + 3 = 5. The answer is 5.", answer="5")
     assert student_prompt_ids(shipped, rec) == student_prompt_ids(tokenizer, rec)
     assert teacher_prompt_ids(shipped, rec) == teacher_prompt_ids(tokenizer, rec)
