@@ -76,6 +76,7 @@ class Study:
         self._teacher_records: list[Record] | None = None
         self._plan: MembershipPlan | None = None
         self._todo_from: int | None = None
+        self._digests: dict[str, str] = {}
 
     @property
     def is_audit(self) -> bool:
@@ -235,10 +236,10 @@ class Study:
         return stage_marks.inputs_hash(parts)
 
     def _model_digest(self, ref: str) -> str:
-        cache = self.__dict__.setdefault("_digests", {})
-        if ref not in cache:
-            cache[ref] = stage_marks.model_digest(ref)
-        return cache[ref]
+        """Each model's content digest once per run (every stage's inputs hash includes it)."""
+        if ref not in self._digests:
+            self._digests[ref] = stage_marks.model_digest(ref)
+        return self._digests[ref]
 
     def _check_stage_marks(self) -> int:
         """Index of the first stage to run. Finished stages form a prefix; each one's marker must match its
