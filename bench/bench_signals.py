@@ -13,9 +13,9 @@ Two more modes (issue 13, signals lever), each with its own JSON:
   trajectories per sequence vs from each prompt's KV cache (HFOptions.share_prefix), alternating in one run, with
   the paired ratio per repetition, the exactness of the shared path (max abs diffs, fp32) and the load average.
   -> bench/results/signals_prefix.json
-- --mode bf16-body: per-token log-prob error against fp32 of autocast_bf16 (layers and final norm under bf16
-  autocast) and of bf16_body (layers under autocast; final norm, head, log-softmax in fp32) on humaneval
-  reference texts (score_fixed's workload). -> bench/results/signals_bf16_body.json
+- --mode bf16-body: per-token log-prob error against fp32 of autocast_bf16 on humaneval reference texts
+  (score_fixed's workload). -> bench/results/signals_bf16_body.json (that file's run also measured a removed
+  bf16_body option, final norm forced to fp32: identical to autocast_bf16, max diff 0.0)
 """
 
 from __future__ import annotations
@@ -61,15 +61,10 @@ def timed(fn):
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
-    """Best-of-reps FLOP/s of an n x n matmul in `dtype`."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best
+    """Best-of-reps FLOP/s of an n x n matmul in `dtype` (bench_peak's measurement)."""
+    from bench_peak import matmul_gflops
+
+    return matmul_gflops(str(dtype).removeprefix("torch."), n, reps) * 1e9
 
 
 def naive_score(model, prefixes, conts) -> list[np.ndarray]:
@@ -136,8 +131,8 @@ def prefix_main(args) -> None:
     variants = {"plain": HFBackend.from_model(model, **base),
                 "shared": HFBackend.from_model(model, **base, share_prefix=True, share_prefill=True)}
     if args.with_bf16_body:
-        variants["shared_bf16_body"] = HFBackend.from_model(model, **base, share_prefix=True, share_prefill=True,
-                                                            bf16_body=True)
+        variants["shared_bf16"] = HFBackend.from_model(model, **base, share_prefix=True, share_prefill=True,
+                                                            autocast_bf16=True)
     cfg = SamplingConfig(n_per_record=args.n_per_record, temperature=1.0, top_p=1.0,
                          max_new_tokens=args.new_tokens, seed=0, batch_size=16)
     names = list(variants)
@@ -194,11 +189,11 @@ def prefix_main(args) -> None:
     b = HFBackend.from_model(model, **base, sample_autocast_bf16=False, share_prefill=True).sample(few, fp32_cfg)
     pairs32 = [(x, y) for px, py in zip(a, b) for x, y in zip(px, py)]
     out["sampling"]["fp32_identical_trajectories"] = f"{sum(x == y for x, y in pairs32)}/{len(pairs32)}"
-    if "shared_bf16_body" in stats:
-        d = np.concatenate([x.logp - y.logp for x, y in zip(stats["plain"], stats["shared_bf16_body"])])
-        out["shared_bf16_body_vs_fp32"] = {"logp_mean_abs": float(np.abs(d).mean()),
+    if "shared_bf16" in stats:
+        d = np.concatenate([x.logp - y.logp for x, y in zip(stats["plain"], stats["shared_bf16"])])
+        out["shared_bf16_vs_fp32"] = {"logp_mean_abs": float(np.abs(d).mean()),
                                            "logp_max_abs": float(np.abs(d).max()),
-                                           "mu_max_abs": max_abs(stats["plain"], stats["shared_bf16_body"], "mu")}
+                                           "mu_max_abs": max_abs(stats["plain"], stats["shared_bf16"], "mu")}
 
     for section, keys in (("sampling", ["ratio_shared_vs_plain"]),
                           ("scoring", [f"ratio_{n}_vs_plain" for n in names[1:]])):
@@ -222,7 +217,7 @@ def prefix_main(args) -> None:
 
 
 def bf16_body_main(args) -> None:
-    """Per-token log-prob error of autocast_bf16 and bf16_body against fp32 on humaneval reference texts."""
+    """Per-token log-prob error of autocast_bf16 against fp32 on humaneval reference texts."""
     from leakaudit.prompting import reference_text_ids
 
     load_start = os.getloadavg()
@@ -232,14 +227,13 @@ def bf16_body_main(args) -> None:
     conts = [reference_text_ids(tok, r) for r in records]
     base = {"device": "cpu", "score_batch_size": 16, "max_batch_tokens": 4096}
     variants = {"fp32": HFBackend.from_model(model, **base, autocast_bf16=False),
-                "autocast_bf16": HFBackend.from_model(model, **base, autocast_bf16=True),
-                "bf16_body": HFBackend.from_model(model, **base, bf16_body=True)}
+                "autocast_bf16": HFBackend.from_model(model, **base, autocast_bf16=True)}
     scores, seconds = {}, {}
     for name, backend in variants.items():
         scores[name], seconds[name] = timed(lambda: backend.score(prompts, conts, vocab_stats=True))
     out: dict = {"seconds": seconds}
     ref = scores["fp32"]
-    for name in ("autocast_bf16", "bf16_body"):
+    for name in ("autocast_bf16",):
         d = np.concatenate([x.logp - y.logp for x, y in zip(ref, scores[name])])
         out[f"{name}_vs_fp32"] = {
             "logp_mean_abs": float(np.abs(d).mean()), "logp_max_abs": float(np.abs(d).max()),
@@ -248,7 +242,6 @@ def bf16_body_main(args) -> None:
             "mean_logp_per_seq_max_abs": float(max(abs(x.logp.mean() - y.logp.mean())
                                                    for x, y in zip(ref, scores[name]))),
             "speed_vs_fp32": seconds["fp32"] / seconds[name]}
-    out["bf16_body_vs_autocast_bf16_logp_max_abs"] = max_abs(scores["autocast_bf16"], scores["bf16_body"], "logp")
     out["env"] = _env(torch.get_num_threads(), loadavg_start=load_start, loadavg_end=os.getloadavg(),
                       records=[r.record_id for r in records], prompt_tokens=[len(p) for p in prompts],
                       scored_tokens=sum(len(c) for c in conts), bf16_native=bf16_is_native(torch.device("cpu")))
@@ -268,7 +261,7 @@ def main() -> None:
     ap.add_argument("--fp32-sample-records", type=int, default=2,
                     help="prefix mode: records sampled in fp32 by both paths to compare their trajectories")
     ap.add_argument("--with-bf16-body", action=argparse.BooleanOptionalAction, default=True,
-                    help="prefix mode: also time share_prefix + bf16_body")
+                    help="prefix mode: also time share_prefix under bf16 autocast")
     ap.add_argument("--quiet-after", default="15:45", help="HH:MM before which the machine counts as loaded")
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=64)

@@ -28,6 +28,19 @@ def tiny_model_dir_b(tmp_path_factory):
     return str(make_tiny_llama(tmp_path_factory.mktemp("tiny1"), seed=1))
 
 
+@pytest.fixture(scope="module")
+def peaked_model(tiny_model_dir):
+    """The tiny model with its (tied) embedding scaled up, so next-token distributions are far from uniform."""
+    import torch
+
+    from leakaudit.models import load_model
+
+    model = load_model(tiny_model_dir)
+    with torch.no_grad():
+        model.get_input_embeddings().weight.mul_(10.0)
+    return model
+
+
 @pytest.fixture
 def sample_records():
     from leakaudit.data.records import Record

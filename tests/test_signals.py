@@ -17,15 +17,6 @@ from leakaudit.signals.sampler import row_seed, sample_next, trim_completion
 FP32 = MappingProxyType({"autocast_bf16": False, "sample_autocast_bf16": False})  # exact fp32 scoring and sampling
 
 
-@pytest.fixture(scope="module")
-def peaked_model(tiny_model_dir):
-    """The tiny model with its (tied) embedding scaled up, so next-token distributions are far from uniform."""
-    from leakaudit.models import load_model
-
-    model = load_model(tiny_model_dir)
-    with torch.no_grad():
-        model.get_input_embeddings().weight.mul_(10.0)
-    return model
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,9 @@ of model.generate (same SeededSampler, same contract; in fp32 the same tokens as
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -52,14 +51,6 @@ class HFOptions:
     """Sample under bf16 autocast. None (default): on where bf16 matmuls are native (CUDA with bf16; CPUs with
     avx512_bf16/AMX via oneDNN), where it is ~1.9x faster; the samples come from a slightly perturbed model,
     which does not bias the attacks because every model scores them in fp32."""
-    bf16_body: bool = False
-    """Score with the decoder layers under bf16 autocast and the final norm, output head and log-softmax in
-    float32 (the norm runs outside autocast on a float32 input). Implies autocast_bf16 for the layers; needs a
-    decoder with a final `norm` module (Llama, Qwen2, Mistral, Gemma, ...). Off by default: on smollm2-135m it
-    scores exactly as autocast_bf16 does (bench/results/signals_bf16_body.json, max diff 0.0), because under
-    autocast the residual stream already stays float32 (fp32 embeddings + bf16 linear outputs promote to fp32)
-    and RMSNorm has no autocast op, so the final norm already ran in fp32; the error against fp32 comes from the
-    layers' bf16 matmuls."""
     share_prefill: bool = False
     """Sample the n trajectories of a prompt from one prefill of it: per batch the distinct prompts run once
     (left-padded), their KV cache rows are gathered to one per trajectory, and a decode loop here (not
@@ -206,9 +197,6 @@ class HFBackend:
         self._decoder = model.get_decoder()
         self._head = model.get_output_embeddings()
         self._softcap = getattr(model.config, "final_logit_softcapping", None)
-        self._norm = getattr(self._decoder, "norm", None)
-        if opts.bf16_body and not isinstance(self._norm, torch.nn.Module):
-            raise ConfigError("bf16_body needs a decoder with a final `norm` module; this model has none")
         params = inspect.signature(self._decoder.forward).parameters
         # transformers >= 5 names the KV cache argument `cache`; 4.x names it `past_key_values`
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -216,38 +204,16 @@ class HFBackend:
     def _autocast(self, enabled: bool) -> Any:
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
 
-    @contextlib.contextmanager
-    def _body(self) -> Iterator[None]:
-        """The precision context of a scoring forward of the decoder body (see autocast_bf16, bf16_body)."""
-        bf16 = self.options.autocast_bf16 or self.options.bf16_body
-        with self._autocast(bf16):
-            if not self.options.bf16_body:
-                yield
-                return
-            norm, device_type = self._norm, self.device.type
-            had_own = "forward" in vars(norm)
-            inner = norm.forward
-
-            def fp32_forward(hidden: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-                with torch.autocast(device_type=device_type, enabled=False):
-                    return inner(hidden.float(), *args, **kwargs)
-
-            norm.forward = fp32_forward
-            try:
-                yield
-            finally:
-                if had_own:
-                    norm.forward = inner
-                else:
-                    del norm.forward
-
     def _run_decoder(self, **kwargs: Any) -> tuple[torch.Tensor, Any]:
         """Decoder body forward -> (last hidden state [B, L, H], the KV cache or None). `cache` in kwargs is the
         KV cache to extend (passed under the name this transformers version uses)."""
         cache = kwargs.pop("cache", None)
         if cache is not None:
             kwargs[self._cache_kw] = cache
-        with self._body():
+        # No separate fp32-head option: under autocast the residual stream and the final RMSNorm already stay fp32
+        # and the head runs in fp32 below; a norm-in-fp32 variant scored identically to autocast_bf16 (max diff
+        # 0.0, bench/results/signals_bf16_body.json), so it was removed.
+        with self._autocast(self.options.autocast_bf16):
             out = self._decoder(**kwargs)
         return out.last_hidden_state, _cache_of(out)
 
