@@ -65,8 +65,12 @@ def per_token_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, c
     raise ValueError(f"unknown loss {loss!r}")
 
 
+def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum of `values` over positions where `mask` is 1 (inf/nan at masked-out positions stay out)."""
+    keep = mask.bool()
+    return torch.where(keep, values, torch.zeros_like(values)).sum()  # where, not *: inf * 0 would be nan
+
+
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of `values` over positions where `mask` is 1 (token-level mean over the whole batch; 0 if empty)."""
-    keep = mask.bool()
-    total = torch.where(keep, values, torch.zeros_like(values)).sum()  # where, not *: inf/nan at padding stay out
-    return total / keep.sum().clamp_min(1).to(values.dtype)
+    return masked_sum(values, mask) / mask.bool().sum().clamp_min(1).to(values.dtype)

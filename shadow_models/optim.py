@@ -11,12 +11,16 @@ SCHEDULE_NAMES = {"constant": "constant_with_warmup", "linear": "linear", "cosin
 
 
 def build_optimizer(model: Any, *, learning_rate: float, weight_decay: float, warmup_steps: int, schedule: str,
-                    total_steps: int) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW over the trainable parameters (fp32) and a transformers LR schedule with linear warm-up."""
+                    total_steps: int, fused: bool = False) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW over the trainable parameters (fp32) and a transformers LR schedule with linear warm-up.
+
+    `fused`: torch's fused AdamW kernel (CPU and CUDA) instead of the multi-tensor one: the same update up to
+    float rounding, one pass over each parameter (3.6x faster on 135M parameters, bench/bench_opd_step.py)."""
     from transformers import get_scheduler
 
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=weight_decay)
+    extra = {"fused": True} if fused else {}  # fused=False is not the default (foreach) on every torch
+    optimizer = torch.optim.AdamW(params, lr=learning_rate, weight_decay=weight_decay, **extra)
     scheduler = get_scheduler(SCHEDULE_NAMES[schedule], optimizer, num_warmup_steps=warmup_steps,
                               num_training_steps=max(total_steps, 1))
     return optimizer, scheduler

@@ -101,7 +101,8 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
     steps = plan_steps(len(population_records), config.epochs, config.batch_size, config.seed)
     optimizer, scheduler = optim.build_optimizer(
         model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-        warmup_steps=config.warmup_steps, schedule=config.lr_schedule, total_steps=len(steps))
+        warmup_steps=config.warmup_steps, schedule=config.lr_schedule, total_steps=len(steps),
+        fused=config.fused_optimizer)
     model, optimizer = accelerator.prepare(model, optimizer)
     pad_id = int(tokenizer.pad_token_id)
     examples = [sft_example(tokenizer, r, config.teacher_template, config.max_length) for r in population_records]

@@ -35,9 +35,10 @@ from leakaudit.padding import right_pad
 from shadow_models.batching import completion_logits
 from shadow_models.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
 from shadow_models.config import OPDConfig
-from shadow_models.losses import masked_mean, per_token_loss, sampled_logps
+from shadow_models.losses import masked_sum, per_token_loss, sampled_logps
 from shadow_models.modeling import check_same_vocab, load_frozen, save_student, setup_training, teacher_view
 from shadow_models.plan import Step, plan_steps, step_seed
+from shadow_models.rollout_policy import BF16RolloutPolicy
 from shadow_models.teacher_cache import TeacherPrefixCache
 from leakaudit.envinfo import library_versions
 from shadow_models.rollout import eos_token_ids, sample_completions
@@ -94,7 +95,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     steps = plan_steps(len(records), config.epochs, config.batch_size, config.seed)
     optimizer, scheduler = optim.build_optimizer(
         student, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
-        warmup_steps=config.warmup_steps, schedule=config.lr_schedule, total_steps=len(steps))
+        warmup_steps=config.warmup_steps, schedule=config.lr_schedule, total_steps=len(steps),
+        fused=config.fused_optimizer)
     fingerprint = {"config": config.config_hash(), "base": base_model, "teacher": teacher_model,
                    "records": [r.record_id for r in records], "num_processes": accelerator.num_processes}
     ckpt = checkpoint_dir(out_dir)
@@ -107,6 +109,9 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     student, optimizer = accelerator.prepare(student, optimizer)
     # config.teacher_prefix_cache: the teacher's keys/values over each record's context, computed at its first step
     prefix_cache = TeacherPrefixCache() if config.teacher_prefix_cache else None
+    # config.rollout_bf16_copy: rollouts from a bf16 copy of the (resumed) weights, refreshed after every update
+    rollout_policy = (BF16RolloutPolicy(accelerator.unwrap_model(student))
+                      if config.rollout_bf16_copy and config.bf16_autocast else None)
 
     with main_process_staging(accelerator, out_dir) as tmp:
         ledger_path = tmp / "ledger.jsonl" if tmp is not None else None
@@ -115,7 +120,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
         bar = _progress(len(steps), start_step, progress and accelerator.is_main_process, model_id)
         for step in steps[start_step:]:
             entry = _train_step(step, records, config, accelerator, student, teacher, tokenizer, optimizer,
-                                scheduler, amp=amp, eos_ids=eos_ids, pad_id=pad_id, prefix_cache=prefix_cache)
+                                scheduler, amp=amp, eos_ids=eos_ids, pad_id=pad_id, prefix_cache=prefix_cache,
+                                rollout_policy=rollout_policy)
             line = json.dumps(entry, sort_keys=True) + "\n"
             ledger.append(line)
             if ledger_path is not None:
@@ -133,6 +139,7 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
             bar.close()
         if prefix_cache is not None:
             prefix_cache.clear()  # free it before saving; nothing after the last step uses it
+        rollout_policy = None
         accelerator.wait_for_everyone()
         if tmp is not None:
             save_student(accelerator.unwrap_model(student), tokenizer, tmp)
@@ -148,9 +155,16 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
 
 def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accelerator: Any, student: Any,
                 teacher: Any | None, tokenizer: Any, optimizer: Any, scheduler: Any, *, amp: Any, eos_ids: list[int],
-                pad_id: int, prefix_cache: TeacherPrefixCache | None = None) -> dict:
-    """Sample, score with the teacher, update the student once; returns the ledger entry. With `prefix_cache`
-    the teacher runs over the completions only, on top of its cached contexts (same logits, to float rounding)."""
+                pad_id: int, prefix_cache: TeacherPrefixCache | None = None,
+                rollout_policy: BF16RolloutPolicy | None = None) -> dict:
+    """Sample, score with the teacher, update the student once; returns the ledger entry.
+
+    One generate call samples the whole (local) batch, from `rollout_policy` when given (a bf16 copy of the
+    student, refreshed after the update), else from the student under `amp`. The update then runs in micro-batches
+    of `config.micro_batch_size` records grouped by prompt length (least padding); each micro-batch's loss is its
+    per-token loss summed over its completion tokens divided by the batch's completion tokens, so the accumulated
+    gradient is the batch's token mean, as in one pass, up to float rounding. With `prefix_cache` the teacher runs
+    over the completions only, on top of its cached contexts (same logits, to float rounding)."""
     t0 = time.time()
     batch = [records[i] for i in step.positions]
     with accelerator.split_between_processes(batch) as local:
@@ -159,31 +173,31 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
     if local:
         s_prompts = [student_prompt_ids(tokenizer, r) for r in local]
         t_prompts = [teacher_prompt_ids(tokenizer, r, config.teacher_template) for r in local]
+        sampler = rollout_policy.model if rollout_policy is not None else accelerator.unwrap_model(student)
         completions = sample_completions(
-            accelerator.unwrap_model(student), s_prompts, max_new_tokens=config.max_new_tokens,
+            sampler, s_prompts, max_new_tokens=config.max_new_tokens,
             temperature=config.temperature, top_p=config.top_p, eos_ids=eos_ids, pad_id=pad_id,
-            seed=step_seed(config.seed, step.index, accelerator.process_index), autocast=amp)
-        comp_ids, comp_mask = right_pad(completions, pad_id, accelerator.device)
-        with amp:
-            s_logits = completion_logits(student, s_prompts, comp_ids, comp_mask, pad_id)
-        with torch.no_grad(), amp, teacher_view(teacher, accelerator.unwrap_model(student)) as scorer:
-            if prefix_cache is not None:
-                t_logits = prefix_cache.logits(scorer, t_prompts, comp_ids, comp_mask)
-            else:
-                t_logits = completion_logits(scorer, t_prompts, comp_ids, comp_mask, pad_id)
-        tok_loss = per_token_loss(s_logits, t_logits, comp_ids, loss=config.loss, beta=config.beta,
-                                  topk=config.topk)
-        loss = masked_mean(tok_loss, comp_mask)
-        with torch.no_grad():
-            gap = sampled_logps(s_logits.detach().float(), comp_ids) - sampled_logps(t_logits.float(), comp_ids)
-            kl_sum = float((gap * comp_mask).sum())
+            seed=step_seed(config.seed, step.index, accelerator.process_index),
+            autocast=None if rollout_policy is not None else amp)
         lengths = [len(c) for c in completions]
+        n_local = max(sum(lengths), 1)
+        groups = micro_batches([len(p) + n for p, n in zip(s_prompts, lengths)], config.micro_batch_size)
+        loss_sum, kl_sum = 0.0, 0.0
+        for g, rows in enumerate(groups):
+            sync = contextlib.nullcontext() if g == len(groups) - 1 else accelerator.no_sync(student)
+            with sync:
+                part_loss, part_kl = _update_part(
+                    [s_prompts[i] for i in rows], [t_prompts[i] for i in rows], [completions[i] for i in rows],
+                    n_local, config, accelerator, student, teacher, amp=amp, pad_id=pad_id, prefix_cache=prefix_cache)
+            loss_sum += part_loss
+            kl_sum += part_kl
     else:  # more processes than records in this (last) batch: join the gradient all-reduce with zeros
-        loss = optim.zero_loss(student)
-        kl_sum, lengths = 0.0, []
-    accelerator.backward(loss)
+        accelerator.backward(optim.zero_loss(student))
+        loss_sum, kl_sum, lengths = 0.0, 0.0, []
     grad_norm = optim.apply_update(accelerator, student, optimizer, scheduler, config.max_grad_norm)
-    gathered = gather_object([(lengths, kl_sum, float(loss.detach()) * max(sum(lengths), 0))])
+    if rollout_policy is not None:
+        rollout_policy.sync(accelerator.unwrap_model(student))
+    gathered = gather_object([(lengths, kl_sum, loss_sum)])
     all_lengths = [n for part in gathered for n in part[0]]
     n_tokens = max(sum(all_lengths), 1)
     return {
@@ -198,6 +212,39 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
         "grad_norm": grad_norm,
         "seconds": round(time.time() - t0, 4),
     }
+
+
+def micro_batches(lengths: Sequence[int], size: int | None) -> list[list[int]]:
+    """Row indices in groups of at most `size` (None: one group of all, in order), rows sorted by `lengths`
+    (longest first; ties by index) so each group pads to similar lengths. Deterministic."""
+    if size is None or size >= len(lengths):
+        return [list(range(len(lengths)))]
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[i:i + size] for i in range(0, len(order), size)]
+
+
+def _update_part(s_prompts: list, t_prompts: list, completions: list[list[int]], n_tokens: int, config: OPDConfig,
+                 accelerator: Any, student: Any, teacher: Any | None, *, amp: Any, pad_id: int,
+                 prefix_cache: TeacherPrefixCache | None) -> tuple[float, float]:
+    """Forward, loss and backward of one micro-batch; the loss is summed over its completion tokens and divided by
+    `n_tokens` (the whole local batch's). Returns (sum of per-token losses, sum of per-token log p_s - log p_t)."""
+    comp_ids, comp_mask = right_pad(completions, pad_id, accelerator.device)
+    with amp:
+        s_logits = completion_logits(student, s_prompts, comp_ids, comp_mask, pad_id)
+    with torch.no_grad(), amp, teacher_view(teacher, accelerator.unwrap_model(student)) as scorer:
+        if prefix_cache is not None:
+            t_logits = prefix_cache.logits(scorer, t_prompts, comp_ids, comp_mask)
+        else:
+            t_logits = completion_logits(scorer, t_prompts, comp_ids, comp_mask, pad_id)
+    tok_loss = per_token_loss(s_logits, t_logits, comp_ids, loss=config.loss, beta=config.beta, topk=config.topk)
+    with torch.no_grad():
+        gap = sampled_logps(s_logits.detach().float(), comp_ids) - sampled_logps(t_logits.float(), comp_ids)
+        kl_sum = float((gap * comp_mask).sum())
+    del t_logits, gap  # the teacher's [b, C, V] logits are not needed by the backward
+    loss = masked_sum(tok_loss, comp_mask) / n_tokens
+    del tok_loss
+    accelerator.backward(loss)
+    return float(loss.detach()) * n_tokens, kl_sum
 
 
 def _progress(total: int, initial: int, enabled: bool, model_id: str) -> Any:

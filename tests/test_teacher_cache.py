@@ -91,9 +91,9 @@ def test_cache_is_not_mutated_by_use(teacher, tokenizer, sample_records):
     assert len(cache) == 0 and cache.nbytes() == 0
 
 
-def test_config_field_is_off_by_default():
-    assert OPDConfig().teacher_prefix_cache is False
-    assert OPDConfig(teacher_prefix_cache=True).to_dict()["teacher_prefix_cache"] is True
+def test_config_field_is_on_by_default():
+    assert OPDConfig().teacher_prefix_cache is True
+    assert OPDConfig(teacher_prefix_cache=False).to_dict()["teacher_prefix_cache"] is False
 
 
 class _Tracked(TeacherPrefixCache):
@@ -144,8 +144,8 @@ def pair(request, tiny_model_dir, tiny_model_dir_b, tmp_path_factory):
                for a, b in [(2, 3), (7, 5), (1, 4), (4, 9)]]
     root = tmp_path_factory.mktemp(f"tc_{request.param}")
     teacher_model = tiny_model_dir_b if separate_teacher else None
-    plain = train_student(tiny_model_dir, records, root / "plain", cfg, teacher_model=teacher_model,
-                          progress=False)
+    plain = train_student(tiny_model_dir, records, root / "plain", replace(cfg, teacher_prefix_cache=False),
+                          teacher_model=teacher_model, progress=False)
     _Tracked.instances.clear()
     _Tracked.tensors.clear()
     with pytest.MonkeyPatch.context() as mp:
