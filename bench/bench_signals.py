@@ -16,6 +16,16 @@ Two more modes (issue 13, signals lever), each with its own JSON:
 - --mode bf16-body: per-token log-prob error against fp32 of autocast_bf16 on humaneval reference texts
   (score_fixed's workload). -> bench/results/signals_bf16_body.json (that file's run also measured a removed
   bf16_body option, final norm forced to fp32: identical to autocast_bf16, max diff 0.0)
+- --mode stage: the signals stage's defaults before and after issue 13, side by side in ABBA order on the
+  prefix mode's shapes: sampling under bf16 autocast over the float32 weights (the old path, AutocastSampling
+  below) vs from a bf16 copy of the weights (HFOptions.sample_bf16, the new path), and scoring the sampled
+  trajectories with share_prefix off vs on (fp32); tokens/s per wall second and per CPU second (a core shared
+  with other jobs slows the wall clock, much less the CPU clock) and achieved FLOP/s as a fraction of the fp32
+  / bf16 matmul peak measured before every repetition (bench_peak.matmul_gflops, 2048^2, and the same timed by
+  the CPU clock), with FLOPs = 2 x non-embedding params per forward token + 2 x V x H per output-head row;
+  also how far each sampling precision moves the next-token distribution from fp32 (|d log p|, KL).
+  -> bench/results/signals_stage.json.  Run (1 thread):
+  taskset -c 1 env OMP_NUM_THREADS=1 python bench/bench_signals.py --mode stage --sample-reps 4 --score-reps 4
 """
 
 from __future__ import annotations
@@ -128,7 +138,7 @@ def prefix_main(args) -> None:
     model = load_model(MODEL)
     records, prompts = humaneval_prompts(tok, args.records, args.prompt_tokens)
     base = {"device": "cpu", "autocast_bf16": False, "score_batch_size": 16, "max_batch_tokens": 4096}
-    variants = {"plain": HFBackend.from_model(model, **base),
+    variants = {"plain": HFBackend.from_model(model, **base, share_prefix=False),
                 "shared": HFBackend.from_model(model, **base, share_prefix=True, share_prefill=True)}
     if args.with_bf16_body:
         variants["shared_bf16"] = HFBackend.from_model(model, **base, share_prefix=True, share_prefill=True,
@@ -177,7 +187,8 @@ def prefix_main(args) -> None:
         out["scoring"][f"{name}_vocab_stats_seconds"] = t
     out["exactness_fp32"] = {f: max_abs(stats["plain"], stats["shared"], f) for f in ("logp", "mu", "sigma")}
     # the float-noise floor of the plain path itself: the same sequences one per forward vs batched
-    single = HFBackend.from_model(model, **{**base, "score_batch_size": 1}).score(prefixes, conts, vocab_stats=True)
+    single = HFBackend.from_model(model, **{**base, "score_batch_size": 1}, share_prefix=False).score(
+        prefixes, conts, vocab_stats=True)
     out["exactness_fp32"]["noise_floor_plain_batched_vs_one_by_one"] = {
         f: max_abs(stats["plain"], single, f) for f in ("logp", "mu", "sigma")}
     out["exactness_fp32"]["shared_vs_plain_one_by_one"] = {
@@ -185,8 +196,8 @@ def prefix_main(args) -> None:
     # fp32 sampling, generate vs shared prefill, on the first records: identical trajectories expected
     fp32_cfg = SamplingConfig(**{**cfg.to_dict(), "batch_size": 16})
     few = prompts[: args.fp32_sample_records]
-    a = HFBackend.from_model(model, **base, sample_autocast_bf16=False).sample(few, fp32_cfg)
-    b = HFBackend.from_model(model, **base, sample_autocast_bf16=False, share_prefill=True).sample(few, fp32_cfg)
+    a = HFBackend.from_model(model, **base, sample_bf16=False).sample(few, fp32_cfg)
+    b = HFBackend.from_model(model, **base, sample_bf16=False, share_prefill=True).sample(few, fp32_cfg)
     pairs32 = [(x, y) for px, py in zip(a, b) for x, y in zip(px, py)]
     out["sampling"]["fp32_identical_trajectories"] = f"{sum(x == y for x, y in pairs32)}/{len(pairs32)}"
     if "shared_bf16" in stats:
@@ -214,6 +225,242 @@ def prefix_main(args) -> None:
     print("exactness (fp32, max abs):", out["exactness_fp32"])
     print("medians:", {k: round(v, 3) for sec in ("sampling", "scoring") for k, v in out[sec].items()
                        if k.startswith("median")})
+
+
+class AutocastSampling(HFBackend):
+    """The sampling path before the bf16 copy: model.generate on the float32 weights under bf16 autocast (every
+    linear layer re-casts its float32 weight to bf16 at every decode step). Scoring is HFBackend's."""
+
+    def _sampling_model(self):
+        return self.model, self.sample_bf16
+
+
+def sampling_flops(prompts, trajs, n_body: int, head: int) -> float:
+    """Useful FLOPs of sampling trajs [P][n] from prompts [P] on the model.generate path (each trajectory
+    prefills its prompt): a forward token costs 2 * n_body, an output-head row 2 * head (V x H); the first
+    token comes from the prefill's last position, each later one from one decode step. Padding, finished rows
+    still decoded, and attention's own FLOPs (~6% at these ~200-token contexts) are not counted."""
+    total = 0.0
+    for p, per in zip(prompts, trajs):
+        for t in per:
+            total += 2 * n_body * (len(p) + max(len(t) - 1, 0)) + 2 * head * len(t)
+    return total
+
+
+def scoring_flops(prefixes, conts, n_body: int, head: int, shared: bool) -> float:
+    """FLOPs the scoring path executes (padding and attention not counted): plain runs prefix + continuation
+    per sequence; shared runs each repeated prefix once and each continuation minus its last token on its
+    cache. The head runs once per scored token either way."""
+    if shared:
+        groups = {}
+        for p, c in zip(prefixes, conts):
+            groups.setdefault(tuple(p), []).append(c)
+        fwd = sum(len(p) + sum(len(c) - 1 for c in cs) if len(cs) > 1 else sum(len(p) + len(c) for c in cs)
+                  for p, cs in groups.items())
+    else:
+        fwd = sum(len(p) + len(c) for p, c in zip(prefixes, conts))
+    return 2 * n_body * fwd + 2 * head * sum(len(c) for c in conts)
+
+
+def sampling_precision_error(model, copy_model, prefixes, conts) -> dict:
+    """How far the distributions the sampler draws from are from the float32 model's, teacher-forced on
+    prefix + continuation: per scored position, |log p(token)| difference and KL(p_fp32 || p_variant), for
+    bf16 autocast over the float32 weights and for the bf16 copy."""
+    rows = {"autocast": [], "bf16_copy": []}
+    with torch.inference_mode():
+        for p, c in zip(prefixes, conts):
+            ids = torch.tensor([p + c])
+            idx = torch.arange(len(p) - 1, len(p) + len(c) - 1)
+            tgt = torch.tensor(c)
+            ref = model(ids).logits[0, idx].float().log_softmax(-1)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                ac = model(ids).logits[0, idx].float().log_softmax(-1)
+            cp = copy_model(ids).logits[0, idx].float().log_softmax(-1)
+            for name, lp in (("autocast", ac), ("bf16_copy", cp)):
+                dl = (lp - ref)[torch.arange(len(c)), tgt].abs()
+                kl = (ref.exp() * (ref - lp)).sum(-1)
+                rows[name].append((dl, kl))
+    out = {}
+    for name, parts in rows.items():
+        dl = torch.cat([d for d, _ in parts])
+        kl = torch.cat([k for _, k in parts])
+        out[name] = {"logp_mean_abs": float(dl.mean()), "logp_max_abs": float(dl.max()),
+                     "kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "positions": int(dl.numel())}
+    return out
+
+
+def abba(names: list[str], rep: int) -> list[str]:
+    """A B, B A, A B, ...: the order of `names` in repetition `rep`."""
+    return names if rep % 2 == 0 else names[::-1]
+
+
+def matmul_gflops_cpu(dtype: str, n: int = 2048, reps: int = 3) -> float:
+    """bench_peak.matmul_gflops timed by this process's CPU clock instead of the wall clock: the core's peak
+    while this job runs, whoever else shares the core (the yardstick for GFLOP per CPU second)."""
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(n)
+    a, b = torch.randn(n, n, generator=gen).to(dt), torch.randn(n, n, generator=gen).to(dt)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.process_time()
+        torch.matmul(a, b)
+        best = min(best, time.process_time() - start)
+    return 2.0 * n ** 3 / best / 1e9
+
+
+def timed_cpu(fn):
+    """(fn(), wall seconds, this process's CPU seconds): with one thread and other jobs on the same core, CPU
+    time is the less disturbed measure (it excludes the time the job waited for the core)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def stage_main(args) -> None:
+    """The signals stage's two costs on the default preset's shapes, old defaults vs new, side by side (ABBA):
+    sampling (bf16 autocast over float32 weights vs a bf16 copy) and scoring the trajectories (share_prefix off
+    vs on), tokens/s (per wall and per CPU second) and the fraction of the matmul peak measured in this run
+    (before every repetition, so a busy core lowers both)."""
+    from bench_peak import matmul_gflops
+
+    def peak_now() -> dict:
+        return {dt: matmul_gflops(dt, 2048, 3) for dt in ("float32", "bfloat16")}
+
+    def peak_cpu_now() -> dict:
+        return {dt: matmul_gflops_cpu(dt, 2048, 3) for dt in ("float32", "bfloat16")}
+
+    load_start = os.getloadavg()
+    tok = load_tokenizer(MODEL)
+    model = load_model(MODEL)
+    emb = model.get_input_embeddings().weight
+    head = model.get_output_embeddings().weight
+    n_params = sum(p.numel() for p in model.parameters())
+    n_body = n_params - emb.numel() - (0 if head is emb else head.numel())
+    n_head = head.numel()
+    records, prompts = humaneval_prompts(tok, args.records, args.prompt_tokens)
+    cfg = SamplingConfig(n_per_record=args.n_per_record, temperature=1.0, top_p=1.0,
+                         max_new_tokens=args.new_tokens, seed=0, batch_size=16)
+    base = {"device": "cpu", "autocast_bf16": False, "score_batch_size": 16, "max_batch_tokens": 4096}
+    samplers = {"autocast": AutocastSampling.from_model(model, **base, sample_bf16=True),
+                "bf16_copy": HFBackend.from_model(model, **base, sample_bf16=True)}
+    _, copy_seconds, _ = timed_cpu(lambda: samplers["bf16_copy"]._sampling_model())
+    copy_model = samplers["bf16_copy"]._bf16_model
+    copy_bytes = sum(p.numel() * p.element_size() for p in copy_model.parameters())
+    warm = SamplingConfig(**{**cfg.to_dict(), "max_new_tokens": 4})
+    for b in samplers.values():
+        b.sample(prompts[:2], warm)
+    out: dict = {"sampling": {"reps": []}, "scoring": {"reps": []}}
+    peaks_seen: list[dict] = []
+
+    def run_reps(section: str, variants: dict, reps: int, work, flops_of, ratio_key: str, dtype: str) -> dict:
+        results: dict = {n: [] for n in variants}
+        new, old = list(variants)[1], list(variants)[0]
+        for rep in range(reps):
+            peak, peak_cpu = peak_now(), peak_cpu_now()
+            peaks_seen.append({"wall": peak, "cpu": peak_cpu})
+            row = {"loadavg": os.getloadavg(), "peak_gflops": peak, "peak_gflops_cpu": peak_cpu}
+            for name in abba(list(variants), rep):
+                res, wall, cpu = timed_cpu(lambda: work(variants[name]))
+                results[name].append(res)
+                n_tok, flops = flops_of(name, res)
+                row[name] = {"seconds": wall, "cpu_seconds": cpu, "tokens": n_tok, "tokens_per_s": n_tok / wall,
+                             "tokens_per_cpu_s": n_tok / cpu, "gflops_per_s": flops / wall / 1e9,
+                             "gflops_per_cpu_s": flops / cpu / 1e9,
+                             "fraction_of_peak": flops / wall / 1e9 / peak[dtype],
+                             "fraction_of_peak_cpu": flops / cpu / 1e9 / peak_cpu[dtype]}
+            row[ratio_key] = row[new]["tokens_per_s"] / row[old]["tokens_per_s"]
+            row[ratio_key + "_cpu"] = row[new]["tokens_per_cpu_s"] / row[old]["tokens_per_cpu_s"]
+            out[section]["reps"].append(row)
+            print(section, rep, {k: (round(v["tokens_per_s"], 1), round(v["tokens_per_cpu_s"], 1))
+                                 for k, v in row.items() if isinstance(v, dict) and "tokens" in v},
+                  f"ratio {row[ratio_key]:.2f} (cpu {row[ratio_key + '_cpu']:.2f}) load {row['loadavg'][0]:.2f} "
+                  f"peak {peak['float32']:.0f}/{peak['bfloat16']:.0f} (cpu {peak_cpu['float32']:.0f}/"
+                  f"{peak_cpu['bfloat16']:.0f})", flush=True)
+        return results
+
+    trajs = run_reps("sampling", samplers, args.sample_reps, lambda b: b.sample(prompts, cfg),
+                     lambda name, t: (sum(len(x) for per in t for x in per),
+                                      sampling_flops(prompts, t, n_body, n_head)),
+                     "ratio_bf16_copy_vs_autocast", "bfloat16")
+    out["sampling"]["reproducible_across_reps"] = {n: all(r == v[0] for r in v) for n, v in trajs.items()}
+    pairs = [(a, b) for pa, pb in zip(trajs["autocast"][0], trajs["bf16_copy"][0]) for a, b in zip(pa, pb)]
+    out["sampling"]["identical_trajectories_copy_vs_autocast"] = f"{sum(a == b for a, b in pairs)}/{len(pairs)}"
+
+    scorers = {"plain": HFBackend.from_model(model, **base, share_prefix=False),
+               "shared": HFBackend.from_model(model, **base, share_prefix=True)}
+    sampled = trajs["bf16_copy"][0]
+    prefixes = [prompts[i] for i, per in enumerate(sampled) for _ in per]
+    conts = [t for per in sampled for t in per]
+    n_scored = sum(len(c) for c in conts)
+    for b in scorers.values():
+        b.score(prefixes[:2], conts[:2])
+    scores = run_reps("scoring", scorers, args.score_reps, lambda b: b.score(prefixes, conts),
+                      lambda name, _: (n_scored, scoring_flops(prefixes, conts, n_body, n_head, name == "shared")),
+                      "ratio_shared_vs_plain", "float32")
+    d = np.concatenate([x.logp - y.logp for x, y in zip(scores["plain"][0], scores["shared"][0])])
+    out["scoring"]["shared_vs_plain_logp_max_abs"] = float(np.abs(d).max())
+    out["scoring"]["shared_vs_plain_logp_mean_abs"] = float(np.abs(d).mean())
+    best = {clock: {dt: max(p[clock][dt] for p in peaks_seen) for dt in ("float32", "bfloat16")}
+            for clock in ("wall", "cpu")}
+    out["sampling_precision_vs_fp32"] = sampling_precision_error(model, copy_model, prefixes[::args.n_per_record],
+                                                                 conts[::args.n_per_record])
+
+    for section, names, dt in (("sampling", list(samplers), "bfloat16"), ("scoring", list(scorers), "float32")):
+        sec = out[section]
+        for name in names:
+            med = {k: float(np.median([r[name][k] for r in sec["reps"]]))
+                   for k in ("tokens_per_s", "tokens_per_cpu_s", "gflops_per_s", "gflops_per_cpu_s",
+                             "fraction_of_peak", "fraction_of_peak_cpu", "seconds", "cpu_seconds")}
+            sec[name] = {f"median_{k}": v for k, v in med.items()}
+            sec[name]["peak_dtype"] = dt
+        for key in [k for k in sec["reps"][0] if k.startswith("ratio")]:
+            vals = [r[key] for r in sec["reps"]]
+            sec[f"median_{key}"], sec[f"min_{key}"], sec[f"max_{key}"] = (float(np.median(vals)), float(min(vals)),
+                                                                           float(max(vals)))
+
+    def defaults(smp: str, sco: str) -> dict:
+        a, b = out["sampling"][smp], out["scoring"][sco]
+        return {"sampling_tokens_per_s": a["median_tokens_per_s"],
+                "sampling_tokens_per_cpu_s": a["median_tokens_per_cpu_s"],
+                "sampling_fraction_of_bf16_peak": a["median_fraction_of_peak"],
+                "sampling_fraction_of_bf16_peak_cpu": a["median_fraction_of_peak_cpu"],
+                "scoring_tokens_per_s": b["median_tokens_per_s"],
+                "scoring_tokens_per_cpu_s": b["median_tokens_per_cpu_s"],
+                "scoring_fraction_of_fp32_peak": b["median_fraction_of_peak"],
+                "scoring_fraction_of_fp32_peak_cpu": b["median_fraction_of_peak_cpu"],
+                "sample_plus_score_fresh_cpu_seconds": a["median_cpu_seconds"] + b["median_cpu_seconds"]}
+
+    old, new = defaults("autocast", "plain"), defaults("bf16_copy", "shared")
+    out["defaults"] = {
+        "old": {"sampling": "bf16 autocast over float32 weights", "share_prefix": False, **old},
+        "new": {"sampling": "bf16 copy of the weights", "share_prefix": True, **new},
+        "speedup_sample_plus_score_fresh_cpu": old["sample_plus_score_fresh_cpu_seconds"]
+        / new["sample_plus_score_fresh_cpu_seconds"],
+        "note": "score_fixed (one reference text per record, each prompt once) takes the plain path under both "
+                "defaults and is not timed here"}
+    out["peak_gflops"] = {"per_rep": peaks_seen, "best": best,
+                          "what": "before every repetition: bench_peak.matmul_gflops(dtype, 2048, 3) (wall clock, "
+                                  "best of 3 after a warm-up) and the same timed by this process's CPU clock "
+                                  "(matmul_gflops_cpu); fraction_of_peak divides a rep's achieved GFLOP/s (wall) "
+                                  "by that rep's wall peak, fraction_of_peak_cpu its GFLOP per CPU second by that "
+                                  "rep's CPU-clock peak"}
+    out["flops_model"] = {"params": n_params, "non_embedding_params": n_body, "head_params": n_head,
+                          "per_forward_token": 2 * n_body, "per_head_row": 2 * n_head,
+                          "what": "2 x non-embedding params per forward token + 2 x V x H per output-head row; "
+                                  "attention and padding not counted (sampling_flops, scoring_flops)"}
+    out["bf16_copy"] = {"seconds_to_make": copy_seconds, "bytes": copy_bytes,
+                        "fp32_model_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
+    out["env"] = _env(torch.get_num_threads(), loadavg_start=load_start, loadavg_end=os.getloadavg(),
+                      affinity=sorted(os.sched_getaffinity(0)), note=args.note,
+                      omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+                      records=[r.record_id for r in records], prompt_tokens=[len(p) for p in prompts],
+                      n_per_record=cfg.n_per_record, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+                      scored_tokens=n_scored, bf16_native=bf16_is_native(torch.device("cpu")))
+    write_json(args.out or str(Path(__file__).parent / "results" / "signals_stage.json"), out)
+    print("defaults:", out["defaults"])
+    print("precision vs fp32:", out["sampling_precision_vs_fp32"])
+    print("best peaks:", best)
 
 
 def bf16_body_main(args) -> None:
@@ -251,7 +498,7 @@ def bf16_body_main(args) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--mode", choices=["baseline", "prefix", "bf16-body"], default="baseline")
+    ap.add_argument("--mode", choices=["baseline", "prefix", "bf16-body", "stage"], default="baseline")
     ap.add_argument("--records", type=int, default=8, help="prefix / bf16-body modes: humaneval records")
     ap.add_argument("--prompt-tokens", type=int, default=140,
                     help="prefix mode: take the records whose student prompts are closest to this length (0: first)")
@@ -269,6 +516,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch intra-op threads; 1 by default because on an oversubscribed shared CPU two "
                          "threads make small matmuls ~50x slower (OpenMP barriers wait on descheduled threads)")
+    ap.add_argument("--note", default="", help="stage mode: free text stored with the run (what else ran)")
     ap.add_argument("--out", default=None, help="JSON path (default: bench/results/<mode's file>)")
     args = ap.parse_args()
 
@@ -277,6 +525,8 @@ def main() -> None:
         return prefix_main(args)
     if args.mode == "bf16-body":
         return bf16_body_main(args)
+    if args.mode == "stage":
+        return stage_main(args)
     args.out = args.out or str(Path(__file__).parent / "results" / "signals.json")
     threads = torch.get_num_threads()
     load_before = os.getloadavg()
@@ -284,9 +534,9 @@ def main() -> None:
     model = load_model(MODEL)
     n_params = sum(p.numel() for p in model.parameters())
     eos = tok.eos_token_id
-    batching = {"score_batch_size": 16, "max_batch_tokens": 4096}
-    fp32 = HFBackend.from_model(model, autocast_bf16=False, sample_autocast_bf16=False, **batching)
-    bf16 = HFBackend.from_model(model, autocast_bf16=True, sample_autocast_bf16=True, **batching)
+    batching = {"score_batch_size": 16, "max_batch_tokens": 4096, "share_prefix": False}  # as when recorded
+    fp32 = HFBackend.from_model(model, autocast_bf16=False, sample_bf16=False, **batching)
+    bf16 = HFBackend.from_model(model, autocast_bf16=True, sample_bf16=True, **batching)
 
     prompts = make_prompts(tok, args.prompts)
     cfg = SamplingConfig(n_per_record=1, temperature=1.0, top_p=0.95, max_new_tokens=args.new_tokens, seed=0,

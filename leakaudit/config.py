@@ -174,11 +174,26 @@ class SignalsConfig:
     """Sequences per forward pass when scoring."""
     autocast_bf16: bool = False
     """bf16 autocast for scoring. Off by default: its per-token error (mean 0.016, max 0.18 nats on
-    smollm2-135m, bench/bench_signals.py) is the size of the gaps attacks look for. Sampling uses bf16
-    where the CPU supports it natively either way (every model then scores the samples in fp32)."""
+    smollm2-135m, bench/bench_signals.py) is the size of the gaps attacks look for. Sampling runs on a bf16
+    copy of the weights where bf16 is native either way (every model then scores the samples in fp32)."""
     vllm_stats_topk: int = -1
     """vLLM only: log-probs returned per position for Min-K%++'s vocabulary statistics; -1 = the whole
     vocabulary (exact, heavy), k > 0 = an estimate from the top k."""
+    share_prefix: bool = True
+    """transformers backend: score the n trajectories of a record from one KV cache of their shared prompt
+    instead of re-running the prompt per trajectory (HFOptions.share_prefix). Changes only speed: the scores
+    equal the per-sequence path's up to float noise (fp32 max abs diff 2.5e-5 / 2.9e-5 nats on smollm2-135m,
+    the size of batched vs one-by-one plain scoring; tests/test_prefix_scoring.py holds it to 1e-5 on a tiny
+    model), and scoring the default preset's trajectories runs 1.78x / 1.82x faster (bench/results/
+    signals_prefix.json, signals_stage.json). Only score_fresh repeats prompts; score_fixed is unchanged. vLLM:
+    ignored (its prompt-logprob requests bypass its prefix cache; scores are the same either way)."""
+    share_prefill: bool = False
+    """transformers backend: sample the n trajectories of a prompt from one prefill of it, in a decode loop of
+    leakaudit's own instead of model.generate (HFOptions.share_prefill). Off: it did not pay (0.91-1.14x on
+    smollm2-135m, median 1.02x, bench/results/signals_prefix.json; decoding, not the prefill, dominates), and
+    under bf16 sampling it draws other tokens than the generate path (4/32 trajectories identical; in fp32 the
+    same tokens). vLLM: ignored (a request with n > 1 already prefills its prompt once, via vLLM's prefix
+    cache)."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("transformers", "vllm"):

@@ -486,7 +486,8 @@ class Study:
         s = self.cfg.signals
         return open_backend(s.backend, self.model_ref(model_id), trust_remote_code=self.cfg.trust_remote_code,
                             score_batch_size=s.score_batch_size, autocast_bf16=s.autocast_bf16,
-                            vllm_stats_topk=s.vllm_stats_topk)
+                            vllm_stats_topk=s.vllm_stats_topk, share_prefix=s.share_prefix,
+                            share_prefill=s.share_prefill)
 
     def stage_attacks(self) -> None:
         from leakaudit.scoring import score_targets

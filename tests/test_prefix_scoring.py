@@ -10,7 +10,7 @@ import torch
 
 from leakaudit.signals.hf_backend import HFBackend, HFOptions, prefix_batches, resolve_device
 
-FP32 = MappingProxyType({"autocast_bf16": False, "sample_autocast_bf16": False, "device": "cpu"})
+FP32 = MappingProxyType({"autocast_bf16": False, "sample_bf16": False, "device": "cpu"})
 
 
 
@@ -50,7 +50,7 @@ def _max_diffs(a, b):
 ])
 def test_prefix_shared_scores_equal_per_sequence(peaked_model, opts):
     prefixes, conts = _grouped_inputs()
-    plain = HFBackend.from_model(peaked_model, **FP32, score_batch_size=1)
+    plain = HFBackend.from_model(peaked_model, **FP32, score_batch_size=1, share_prefix=False)
     shared = HFBackend.from_model(peaked_model, **FP32, share_prefix=True, **opts)
     for vocab_stats in (False, True):
         a = plain.score(prefixes, conts, vocab_stats=vocab_stats)
@@ -96,7 +96,7 @@ def test_device_auto_resolution(monkeypatch):
 
 def test_default_device_is_cpu_without_cuda(peaked_model, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    backend = HFBackend.from_model(peaked_model, autocast_bf16=False, sample_autocast_bf16=False)
+    backend = HFBackend.from_model(peaked_model, autocast_bf16=False, sample_bf16=False)
     assert backend.device == torch.device("cpu")
 
 
@@ -116,7 +116,7 @@ def test_shared_prefill_sampling_equals_generate_and_keeps_the_contract(peaked_m
     assert a[1] == a[3]  # a function of (seed, prompt ids, j) only
     assert len({tuple(t) for t in a[0]}) > 1
     assert a != shared.sample(prompts, SamplingConfig(**{**cfg.to_dict(), "seed": 12}))
-    bf = HFBackend.from_model(peaked_model, device="cpu", sample_autocast_bf16=True, share_prefill=True)
+    bf = HFBackend.from_model(peaked_model, device="cpu", sample_bf16=True, share_prefill=True)
     assert bf.sample(prompts, cfg) == bf.sample(prompts, cfg)  # bf16: deterministic per batch size
 
 
@@ -136,3 +136,23 @@ def test_shared_prefill_sampling_stops_at_eos(peaked_model):
         for f, s in zip(per_free, per_stop):
             assert s == trim_completion(f, [eos])
     assert stopped[0][0][-1] == eos and len(stopped[0][0]) <= 4
+
+
+SHARE_PREFIX_TOL = 1e-5
+"""share_prefix on vs off, fp32, on the tiny model: max abs difference of logp, mu and sigma (smollm2-135m:
+2.5e-5 nats, bench/results/signals_prefix.json, as large as plain batched vs one-by-one)."""
+
+
+def test_share_prefix_is_on_by_default_and_scores_as_the_plain_path(peaked_model, monkeypatch):
+    prefixes, conts = _grouped_inputs(seed=2)
+    assert HFOptions().share_prefix is True
+    default = HFBackend.from_model(peaked_model, **FP32)
+    plain = HFBackend.from_model(peaked_model, **FP32, share_prefix=False)
+    calls = []
+    orig = default._score_shared_batch
+    monkeypatch.setattr(default, "_score_shared_batch", lambda p, c, v: calls.append(len(p)) or orig(p, c, v))
+    for vocab_stats in (False, True):
+        d = _max_diffs(plain.score(prefixes, conts, vocab_stats=vocab_stats),
+                       default.score(prefixes, conts, vocab_stats=vocab_stats))
+        assert max(d.values()) < SHARE_PREFIX_TOL, d
+    assert sum(calls) == 2 * (len(prefixes) - 2)  # the default took the shared path for every repeated prefix

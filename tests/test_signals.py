@@ -14,7 +14,7 @@ from leakaudit.padding import left_pad, position_ids
 from leakaudit.signals.hf_backend import HFBackend, length_batches
 from leakaudit.signals.sampler import row_seed, sample_next, trim_completion
 
-FP32 = MappingProxyType({"autocast_bf16": False, "sample_autocast_bf16": False})  # exact fp32 scoring and sampling
+FP32 = MappingProxyType({"autocast_bf16": False, "sample_bf16": False})  # exact fp32 scoring and sampling
 
 
 
@@ -126,7 +126,7 @@ def test_sampling_stops_at_eos_and_keeps_it(peaked_model):
 
 def test_bf16_autocast_scores_close_to_fp32(backend):
     prefixes, conts = _inputs(seed=3, n=3)
-    bf = HFBackend.from_model(backend.model, autocast_bf16=True, sample_autocast_bf16=True)
+    bf = HFBackend.from_model(backend.model, autocast_bf16=True, sample_bf16=True)
     for a, b in zip(backend.score(prefixes, conts), bf.score(prefixes, conts)):
         assert np.max(np.abs(a.logp - b.logp)) < 0.5
     prompts, cfg = prefixes[:2], SamplingConfig(n_per_record=2, max_new_tokens=4, seed=5, batch_size=4)

@@ -129,7 +129,7 @@ class CountingBackend:
 
 def test_stages_store_what_the_backend_computes_and_resume(tmp_path, tiny_model_dir, tokenizer, sample_records):
     records = sample_records[:3]
-    be = CountingBackend(make_backend("transformers", tiny_model_dir, autocast_bf16=False, sample_autocast_bf16=False))
+    be = CountingBackend(make_backend("transformers", tiny_model_dir, autocast_bf16=False, sample_bf16=False))
     cfg = SamplingConfig(n_per_record=2, max_new_tokens=5, seed=1)
     fresh = tmp_path / "fresh" / "t0"
     assert sample_fresh(be, tokenizer, records, cfg, fresh) == 6

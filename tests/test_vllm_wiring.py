@@ -14,11 +14,12 @@ from fake_vllm import fake_vllm  # noqa: F401  (the fixture)
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.signals.backend import SamplingConfig, backend_options, open_backend
 
-TRANSFORMERS_ONLY = {"score_batch_size", "autocast_bf16", "sample_autocast_bf16", "max_batch_tokens", "head_chunk",
-                     "device"}
+TRANSFORMERS_ONLY = {"score_batch_size", "autocast_bf16", "sample_bf16", "max_batch_tokens", "head_chunk",
+                     "device", "share_prefix", "share_prefill"}
 
 # What the study passes (study.py `_backend`): the signals section's settings, whatever the backend.
-STUDY_OPTIONS = dict(score_batch_size=32, autocast_bf16=True, trust_remote_code=False)
+STUDY_OPTIONS = dict(score_batch_size=32, autocast_bf16=True, trust_remote_code=False, share_prefix=True,
+                     share_prefill=True)
 
 
 def _prompts(tokenizer):
@@ -130,8 +131,14 @@ def test_vllm_refuses_pickled_weights_and_lora_adapters(fake_vllm, tmp_path, tin
 
 def test_each_backend_gets_only_its_options():
     assert backend_options("transformers", score_batch_size=8, autocast_bf16=True, vllm_stats_topk=5) == {
-        "score_batch_size": 8, "autocast_bf16": True}
-    assert backend_options("vllm", score_batch_size=8, autocast_bf16=True, vllm_stats_topk=5) == {"stats_topk": 5}
+        "score_batch_size": 8, "autocast_bf16": True, "share_prefix": True, "share_prefill": False}
+    assert backend_options("transformers", share_prefix=False, share_prefill=True) == {
+        "score_batch_size": 16, "autocast_bf16": False, "share_prefix": False, "share_prefill": True}
+    # vLLM: share_prefix / share_prefill are ignored, not refused (see backend_options)
+    assert backend_options("vllm", score_batch_size=8, autocast_bf16=True, vllm_stats_topk=5, share_prefix=True,
+                           share_prefill=True) == {"stats_topk": 5}
+    with pytest.raises(ConfigError, match="share_prefix"):
+        backend_options("transformers", share_prefix="yes")
     with pytest.raises(ConfigError):
         backend_options("onnx")
 

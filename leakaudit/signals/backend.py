@@ -109,15 +109,27 @@ def make_backend(kind: str, model_ref: str, *, trust_remote_code: bool = False, 
 
 
 def backend_options(kind: str, *, score_batch_size: int = 16, autocast_bf16: bool = False,
-                    vllm_stats_topk: int = -1) -> dict[str, Any]:
+                    vllm_stats_topk: int = -1, share_prefix: bool = True, share_prefill: bool = False
+                    ) -> dict[str, Any]:
     """The options of a study's `signals` section that backend `kind` understands.
 
-    transformers: score_batch_size, autocast_bf16 (HFOptions). vllm: stats_topk = vllm_stats_topk (-1: Min-K%++'s
-    vocabulary statistics over the whole vocabulary, exact; k > 0: over the top k, an estimate; 0: refuse them);
-    vLLM schedules its own batches and computes in the model's dtype, so score_batch_size and autocast_bf16 do
-    not apply to it."""
+    transformers: score_batch_size, autocast_bf16, share_prefix, share_prefill (HFOptions). vllm: stats_topk =
+    vllm_stats_topk (-1: Min-K%++'s vocabulary statistics over the whole vocabulary, exact; k > 0: over the top k,
+    an estimate; 0: refuse them). vLLM schedules its own batches and computes in the model's dtype, so
+    score_batch_size and autocast_bf16 do not apply to it. share_prefix and share_prefill are ignored for vLLM
+    rather than refused (the default share_prefix=True must work with the gpu-paper preset's vllm backend):
+    - share_prefill: vLLM already prefills a prompt once for its n trajectories (a request with n > 1 fans out
+      into n child requests that hit its prefix cache, enable_prefix_caching, on by default in VLLMBackend);
+    - share_prefix: vLLM has no equivalent: scoring asks for prompt_logprobs, and vLLM (V1) does not read its
+      prefix cache for such requests (cached blocks hold no logits), so every sequence is prefilled whole. The
+      option changes only speed, never scores (the transformers backend's shared path is exact up to float
+      noise), so ignoring it changes no result."""
+    for name, value in (("share_prefix", share_prefix), ("share_prefill", share_prefill)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be true or false, got {value!r}")
     if kind == "transformers":
-        return {"score_batch_size": score_batch_size, "autocast_bf16": autocast_bf16}
+        return {"score_batch_size": score_batch_size, "autocast_bf16": autocast_bf16,
+                "share_prefix": share_prefix, "share_prefill": share_prefill}
     if kind == "vllm":
         return {"stats_topk": vllm_stats_topk}
     raise ConfigError(f"unknown backend kind '{kind}'; expected one of {list(BACKEND_KINDS)}")
@@ -125,12 +137,13 @@ def backend_options(kind: str, *, score_batch_size: int = 16, autocast_bf16: boo
 
 @contextlib.contextmanager
 def open_backend(kind: str, model_ref: str, *, trust_remote_code: bool = False, score_batch_size: int = 16,
-                 autocast_bf16: bool = False, vllm_stats_topk: int = -1) -> Iterator[Backend]:
+                 autocast_bf16: bool = False, vllm_stats_topk: int = -1, share_prefix: bool = True,
+                 share_prefill: bool = False) -> Iterator[Backend]:
     """A backend for one block, built from a study's signal settings (each backend gets only the options it
     understands, see `backend_options`); the model is released when the block ends (one model in memory at a
     time). trust_remote_code (off by default) reaches the model load of either backend."""
     opts = backend_options(kind, score_batch_size=score_batch_size, autocast_bf16=autocast_bf16,
-                           vllm_stats_topk=vllm_stats_topk)
+                           vllm_stats_topk=vllm_stats_topk, share_prefix=share_prefix, share_prefill=share_prefill)
     backend = make_backend(kind, model_ref, trust_remote_code=trust_remote_code, **opts)
     try:
         yield backend

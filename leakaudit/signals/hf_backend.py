@@ -13,14 +13,16 @@ Prefixes that occur once take the plain path. In fp32 the scores equal the plain
 
 Sampling calls `model.generate` with a `SeededSampler` (sampler.py): trajectory j of a prompt depends only on
 (cfg.seed, prompt ids, j), not on batch size or order, up to float noise (a flip needs the row's uniform draw
-within ~1e-6 of a CDF boundary). Under bf16 autocast (the default for sampling on bf16-native hardware) the
-logits move more with batch shape, so the guarantee there is: same seed, inputs and batch_size -> same tokens.
+within ~1e-6 of a CDF boundary). With `sample_bf16` (the default on bf16-native hardware) sampling runs on a bf16
+copy of the weights, made once per backend; its logits move more with batch shape, so the guarantee there is:
+same seed, inputs and batch_size -> same tokens. Scoring always uses the float32 model.
 With `share_prefill`, sampling runs its own decode loop from one prefill per distinct prompt of a batch instead
 of model.generate (same SeededSampler, same contract; in fp32 the same tokens as the generate path).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -47,18 +49,28 @@ class HFOptions:
     Off by default: on smollm2-135m (bench/results/signals.json, 1 CPU thread with avx512_bf16) it is 2.2x
     faster than fp32 but moves per-token log-probs by mean 0.016 / max 0.18 nats and Min-K%++'s mu by up to
     0.25, noise of the size of the membership gaps the attacks look for; turn on for quick looks."""
-    sample_autocast_bf16: bool | None = None
-    """Sample under bf16 autocast. None (default): on where bf16 matmuls are native (CUDA with bf16; CPUs with
-    avx512_bf16/AMX via oneDNN), where it is ~1.9x faster; the samples come from a slightly perturbed model,
-    which does not bias the attacks because every model scores them in fp32."""
+    sample_bf16: bool | None = None
+    """Sample from a bf16 copy of the weights (made once per backend, at its first sample() call; scoring keeps
+    the float32 model). None (default): on where bf16 matmuls are native (CUDA with bf16; CPUs with
+    avx512_bf16/AMX via oneDNN). Costs 2 bytes per parameter on the model's device while the backend lives
+    (smollm2-135m: +269 MB next to the 538 MB float32 model, made in 0.5 s; tied embeddings stay tied). On
+    smollm2-135m (default preset's shapes, 1 CPU thread with AMX) it samples 1.55x faster than the earlier
+    path, bf16 autocast over the float32 weights, which re-casts every weight at every decode step (ABBA
+    range 1.53-1.56x, bench/results/signals_stage.json). The samples come from a slightly perturbed model:
+    next-token log-probs move from float32's by mean 0.023 nats (autocast: 0.020), KL 9e-4 nats (6e-4). That
+    does not bias the attacks because every model scores the samples in float32; see the module docstring for
+    what stays reproducible."""
     share_prefill: bool = False
     """Sample the n trajectories of a prompt from one prefill of it: per batch the distinct prompts run once
     (left-padded), their KV cache rows are gathered to one per trajectory, and a decode loop here (not
     model.generate) draws each row with its SeededSampler. Trajectory j still depends only on (seed, prompt ids,
     j) up to float noise, as on the generate path (tests/test_prefix_scoring.py); off by default."""
-    share_prefix: bool = False
+    share_prefix: bool = True
     """Score continuations that share a prefix from one KV cache of that prefix (see the module docstring).
-    Same scores as the plain path up to float noise; off by default until the benchmark shows it pays."""
+    Same scores as the plain path up to float noise (fp32: max abs diff 2.5e-5 / 2.9e-5 nats on smollm2-135m,
+    as large as batched vs one-by-one plain scoring; tests hold it to 1e-5); 1.78x / 1.82x faster on the default
+    preset's trajectories (bench/results/signals_prefix.json, signals_stage.json), so on by default. Prefixes
+    that occur once take the plain path either way."""
     score_batch_size: int = 16
     """Most sequences per scoring forward (>= 1)."""
     max_batch_tokens: int = 4096
@@ -71,8 +83,13 @@ class HFOptions:
     def __post_init__(self) -> None:
         for name in ("score_batch_size", "max_batch_tokens", "head_chunk"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("autocast_bf16", "share_prefill", "share_prefix", "sample_bf16"):
+            value = getattr(self, name)
+            if not isinstance(value, bool) and not (name == "sample_bf16" and value is None):
+                raise ConfigError(f"{name} must be true or false{' (or None)' if name == 'sample_bf16' else ''}, "
+                                  f"got {value!r}")
         if self.eos_token_ids is not None:
             object.__setattr__(self, "eos_token_ids", tuple(int(e) for e in self.eos_token_ids))
             if not self.eos_token_ids:
@@ -182,8 +199,8 @@ class HFBackend:
         self.model = model
         self.options = opts
         self.device = torch.device(resolve_device(opts.device))
-        self.sample_bf16 = (bf16_is_native(self.device) if opts.sample_autocast_bf16 is None
-                            else bool(opts.sample_autocast_bf16))
+        self.sample_bf16 = (bf16_is_native(self.device) if opts.sample_bf16 is None else opts.sample_bf16)
+        self._bf16_model: Any = None  # the bf16 copy sampling runs on, made at the first bf16 sample() call
         gen = getattr(model, "generation_config", None)
         eos = list(opts.eos_token_ids) if opts.eos_token_ids is not None else (
             _as_list(getattr(gen, "eos_token_id", None)) or _as_list(model.config.eos_token_id))
@@ -203,6 +220,20 @@ class HFBackend:
 
     def _autocast(self, enabled: bool) -> Any:
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=enabled)
+
+    def _sampling_model(self) -> tuple[Any, bool]:
+        """(the model sampling runs, whether under bf16 autocast): the float32 model when sample_bf16 is off,
+        else its bf16 copy (made here once, kept while the backend lives), without autocast. The flag is for
+        bench/bench_signals.py, whose AutocastSampling times the earlier path (float32 weights under autocast)."""
+        if not self.sample_bf16:
+            return self.model, False
+        if self._bf16_model is None:
+            self._bf16_model = bf16_copy(self.model)
+        return self._bf16_model, False
+
+    def close(self) -> None:
+        """Drop the bf16 sampling copy (open_backend calls this when its block ends)."""
+        self._bf16_model = None
 
     def _run_decoder(self, **kwargs: Any) -> tuple[torch.Tensor, Any]:
         """Decoder body forward -> (last hidden state [B, L, H], the KV cache or None). `cache` in kwargs is the
@@ -346,10 +377,10 @@ class HFBackend:
                     out[i][j] = trim_completion(row, self.eos_token_ids)
                 continue
             ids, mask = left_pad(seqs, self.pad_token_id)
-            with torch.inference_mode(), self._autocast(self.sample_bf16):
-                generated = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                                generation_config=gen_cfg,
-                                                logits_processor=LogitsProcessorList([sampler]))
+            model, autocast = self._sampling_model()
+            with torch.inference_mode(), self._autocast(autocast):
+                generated = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                           generation_config=gen_cfg, logits_processor=LogitsProcessorList([sampler]))
             new = generated[:, ids.shape[1]:].cpu().tolist()
             for (i, j), row in zip(rows, new):
                 out[i][j] = trim_completion(row, self.eos_token_ids)
@@ -370,9 +401,10 @@ class HFBackend:
         pos = torch.tensor([len(p) for p in seqs], dtype=torch.long, device=dev)
         unfinished = torch.ones(len(seqs), dtype=torch.bool, device=dev)
         steps: list[torch.Tensor] = []
-        with torch.inference_mode(), self._autocast(self.sample_bf16):
-            out = self.model(input_ids=p_ids.to(dev), attention_mask=p_mask.to(dev),
-                             position_ids=position_ids(p_mask).to(dev), use_cache=True, logits_to_keep=1)
+        model, autocast = self._sampling_model()
+        with torch.inference_mode(), self._autocast(autocast):
+            out = model(input_ids=p_ids.to(dev), attention_mask=p_mask.to(dev),
+                        position_ids=position_ids(p_mask).to(dev), use_cache=True, logits_to_keep=1)
             cache = _cache_of(out)
             logits = out.logits[:, -1][g]  # [B, V]
             cache.batch_select_indices(g)
@@ -384,12 +416,23 @@ class HFBackend:
                 if step == max_new_tokens - 1 or not bool(unfinished.any()):
                     break
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-                out = self.model(input_ids=tokens.unsqueeze(1), attention_mask=mask,
-                                 position_ids=(pos + step).unsqueeze(1), use_cache=True, logits_to_keep=1,
-                                 **{self._cache_kw: cache})
+                out = model(input_ids=tokens.unsqueeze(1), attention_mask=mask,
+                            position_ids=(pos + step).unsqueeze(1), use_cache=True, logits_to_keep=1,
+                            **{self._cache_kw: cache})
                 cache = _cache_of(out)
                 logits = out.logits[:, -1]
         return torch.stack(steps, dim=1).cpu().tolist()
+
+
+def bf16_copy(model: Any) -> Any:
+    """A copy of `model` with every parameter in bfloat16 (no grad), in eval mode; buffers (e.g. the rotary
+    inv_freq) keep their dtype. Built parameter by parameter, so the float32 weights are never duplicated; a
+    parameter shared between modules (tied embeddings) stays shared in the copy."""
+    memo: dict[int, Any] = {}
+    for p in model.parameters():
+        if id(p) not in memo:
+            memo[id(p)] = torch.nn.Parameter(p.detach().to(torch.bfloat16), requires_grad=False)
+    return copy.deepcopy(model, memo).eval()
 
 
 def _cache_of(out: Any) -> Any:

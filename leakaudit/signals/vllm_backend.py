@@ -6,8 +6,12 @@ The conversions from vLLM's output objects are pure functions over duck-typed at
   token_id -> Logprob (an object with `.logprob`; plain floats are accepted too) that always contains the
   prompt's own token.
 
-Scoring sends prefix + continuation as one prompt with `max_tokens=1` and reads `prompt_logprobs`; vLLM's
-prefix cache shares the prefix of many continuations. Min-K%++ vocabulary statistics need the full next-token
+Scoring sends prefix + continuation as one prompt with `max_tokens=1` and reads `prompt_logprobs`. vLLM (V1)
+does not read its prefix cache for a request that asks for prompt log-probs (cached blocks hold no logits), so
+each sequence is prefilled whole: there is no counterpart of the transformers backend's share_prefix here (the
+study's signals.share_prefix is ignored for vLLM; it never changes scores). Sampling sends one request per prompt
+with n trajectories, whose prompt vLLM prefills once (its counterpart of share_prefill, also ignored here).
+Min-K%++ vocabulary statistics need the full next-token
 distribution: ask for it with `stats_topk=-1` (every token; exact, but heavy) or a top-k (an estimate over the
 k most likely tokens, which underestimates the spread). The transformers backend computes them exactly and
 cheaply, so prefer it for `score_fixed`.
