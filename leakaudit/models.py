@@ -249,3 +249,18 @@ def make_tiny_llama(out_dir: str | os.PathLike, *, tokenizer_ref: str = "smollm2
     model.save_pretrained(out, safe_serialization=True)
     tok.save_pretrained(out)
     return out
+
+
+def bf16_copy(model: Any) -> Any:
+    """A copy of `model` with every parameter in bfloat16 (no grad), in eval mode; buffers (e.g. the rotary
+    inv_freq) keep their dtype. Built parameter by parameter, so the float32 weights are never duplicated; a
+    parameter shared between modules (tied embeddings) stays shared in the copy."""
+    import copy
+
+    import torch
+
+    memo: dict[int, Any] = {}
+    for p in model.parameters():
+        if id(p) not in memo:
+            memo[id(p)] = torch.nn.Parameter(p.detach().to(torch.bfloat16), requires_grad=False)
+    return copy.deepcopy(model, memo).eval()

@@ -15,10 +15,11 @@ the trainer runs under bf16 autocast (``OPDConfig.rollout_bf16_copy``); fp32 tra
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
+
+from leakaudit.models import bf16_copy
 
 
 def _lora_layers(model: Any) -> dict[str, Any]:
@@ -37,7 +38,9 @@ class BF16RolloutPolicy:
     """A frozen bf16 plain-transformers copy of `student` (a transformers model or a peft LoRA model), eval mode.
 
     ``sync(student)`` writes the student's current (merged) weights into it; ``model`` is what generate runs.
-    Memory: 2 bytes per parameter (270 MB for 135M).
+    Memory: 2 bytes per parameter (270 MB for 135M). Built with leakaudit.models.bf16_copy (the signals stage's
+    sampling copy), so buffers such as the rotary inv_freq stay fp32: rounding them to bf16 would shift every
+    rotary phase by up to ~0.4% of the position.
     """
 
     def __init__(self, student: Any) -> None:
@@ -45,7 +48,7 @@ class BF16RolloutPolicy:
             self._adapter = student.active_adapter
             if isinstance(self._adapter, (list, tuple)):
                 self._adapter = self._adapter[0]
-            plain = copy.deepcopy(student.get_base_model())
+            plain = bf16_copy(student.get_base_model())
             self._lora = _lora_layers(student)
             # the copy holds peft's LoraLayer wrappers too: replace each by its base layer (weights merged in sync)
             for name in self._lora:
@@ -54,10 +57,8 @@ class BF16RolloutPolicy:
                 setattr(parent, child, getattr(parent, child).get_base_layer())
         else:
             self._adapter, self._lora = None, {}
-            plain = copy.deepcopy(student)
-        self.model = plain.to(torch.bfloat16)
-        self.model.requires_grad_(False)
-        self.model.eval()
+            plain = bf16_copy(student)
+        self.model = plain  # bf16 parameters, buffers (the rotary inv_freq) in their own dtype, eval mode
         self._targets = dict(self.model.named_parameters())
         self.sync(student)
 

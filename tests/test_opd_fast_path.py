@@ -126,6 +126,9 @@ def test_rollout_copy_is_the_student_rounded_to_bf16_and_follows_updates(rank, t
             assert torch.allclose(got[name].float(), ref[name].float(), rtol=2 ** -7, atol=1e-6), name
 
     check()
+    # buffers keep their dtype: a bf16 rotary inv_freq would shift every rotary phase by up to ~0.4% of the position
+    buffers = dict(policy.model.named_buffers())
+    assert buffers and all(b.dtype == torch.float32 for n, b in buffers.items() if b.is_floating_point()), buffers
     with torch.no_grad():  # an "update": every trainable parameter moves
         for p in student.parameters():
             if p.requires_grad:
@@ -144,11 +147,12 @@ def test_rollout_copy_is_the_student_rounded_to_bf16_and_follows_updates(rank, t
 
 def test_rollout_copy_log_probs_track_autocast_student(tiny_model_dir):
     """The bf16 copy's next-token log-probs vs the fp32 student's under bf16 autocast, on the same ids: both are
-    bf16 approximations of the fp32 policy; bound: 0.05 nats at every position (tiny model, vocab 49152)."""
+    bf16 approximations of the fp32 policy; bound: 0.05 nats at every position of a 400-token sequence (tiny
+    model, vocab 49152; long, so a rotary embedding computed in bf16 would show)."""
     student = _student(tiny_model_dir, 0)
     student.eval()
     policy = BF16RolloutPolicy(student)
-    ids = torch.randint(10, 2000, (2, 24), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(10, 2000, (2, 400), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             lp_amp = student(input_ids=ids).logits.float().log_softmax(-1)

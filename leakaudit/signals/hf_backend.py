@@ -22,7 +22,6 @@ of model.generate (same SeededSampler, same contract; in fp32 the same tokens as
 
 from __future__ import annotations
 
-import copy
 import inspect
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -31,6 +30,7 @@ import numpy as np
 import torch
 
 from leakaudit.errors import ConfigError
+from leakaudit.models import bf16_copy
 from leakaudit.padding import left_pad, position_ids, right_pad
 from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
 from leakaudit.signals.logprobs import head_logprobs
@@ -422,17 +422,6 @@ class HFBackend:
                 cache = _cache_of(out)
                 logits = out.logits[:, -1]
         return torch.stack(steps, dim=1).cpu().tolist()
-
-
-def bf16_copy(model: Any) -> Any:
-    """A copy of `model` with every parameter in bfloat16 (no grad), in eval mode; buffers (e.g. the rotary
-    inv_freq) keep their dtype. Built parameter by parameter, so the float32 weights are never duplicated; a
-    parameter shared between modules (tied embeddings) stays shared in the copy."""
-    memo: dict[int, Any] = {}
-    for p in model.parameters():
-        if id(p) not in memo:
-            memo[id(p)] = torch.nn.Parameter(p.detach().to(torch.bfloat16), requires_grad=False)
-    return copy.deepcopy(model, memo).eval()
 
 
 def _cache_of(out: Any) -> Any:
