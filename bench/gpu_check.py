@@ -509,7 +509,7 @@ def part_signals(args: argparse.Namespace, rec: Recorder) -> None:
         dt = time.time() - t
         n_tok = sum(len(c) for row in comps for c in row)
         rec["sampling"] = {"tokens": n_tok, "seconds": round(dt, 3), "tokens_per_s": round(n_tok / dt, 1),
-                           "bf16_autocast": bool(getattr(b, "sample_bf16", False)), "device": str(b.device),
+                           "bf16_weight_copy": bool(getattr(b, "sample_bf16", False)), "device": str(b.device),
                            "fraction_of_bf16_peak": _fraction(
                                2 * params * (n_tok + n_per * sum(map(len, prompts))), dt, peak)}
         rec.save()
@@ -813,7 +813,7 @@ def summarise(report: dict[str, Any]) -> list[str]:
     sig = p.get("signals", {})
     if "sampling" in sig:
         lines.append(f"sampling (qwen shape): {sig['sampling']['tokens_per_s']} tokens/s "
-                     f"({sig['sampling']['tokens']} tokens, bf16 {sig['sampling']['bf16_autocast']})")
+                     f"({sig['sampling']['tokens']} tokens, bf16 {sig['sampling']['bf16_weight_copy']})")
     for label in ("fp32", "fp32_vocab_stats", "bf16_autocast_vocab_stats"):
         r = sig.get(f"scoring_{label}")
         if r:
