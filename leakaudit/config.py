@@ -41,6 +41,8 @@ from leakaudit.signals.backend import SamplingConfig
 from shadow_models.config import OPDConfig, TeacherPrepConfig
 
 PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "tiny")
+PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated"}
+"""teacher.kind values for a teacher the run prepares itself -> its SFT target (shadow_models.teacher_prep)."""
 
 _FORBID = ConfigDict(extra="forbid")
 
@@ -90,7 +92,7 @@ class DataConfig:
     n_population: int = 16
     """Records per domain never trained on by any student (null student, RMIA population, teacher prep)."""
     n_teacher_records: int = 0
-    """Extra records per domain for preparing the teacher only (teacher.kind: prepared): disjoint from the
+    """Extra records per domain for preparing the teacher only (teacher.kind: prepared or restated): disjoint from the
     candidates and the population, never trained on by a student, never scored. A teacher that has learnt to
     answer from its context needs far more examples than the population holds."""
     max_prompt_tokens: int = 384
@@ -150,15 +152,31 @@ class TeacherConfig:
     __pydantic_config__ = _FORBID
 
     kind: str = "self"
-    """'self' = the frozen base student; 'prepared' = the base after SFT on population records to answer
-    from its privileged context (cached per run); or a model reference (hub id / directory)."""
+    """'self' = the frozen base student; 'prepared' = the base after SFT on population and teacher-only records
+    (never candidates) to copy the privileged text from its context (the copying teacher); 'restated' = the same
+    SFT with the record's restatement as the target (leakaudit.data.restate: an equivalent code body with locals
+    renamed, the worked solution answer-first and reworded, the deciding findings in another template than the
+    note), a teacher that answers *from* its context in another surface form than the privileged text; records
+    no rule restates are left out of its SFT set (counted in its meta.json). Both are cached per run under
+    models/_teacher. Or a model reference (hub id / directory). Every run records how literal its teacher is
+    (teacher_literalness.json, sample_literalness.json; leakaudit.literalness)."""
     prep: Checked[TeacherPrepConfig] = field(default_factory=TeacherPrepConfig)
-    """shadow_models.TeacherPrepConfig, used when kind == 'prepared'. Its seed: null = derived by the study
-    from the master `seed`; an int is used as is."""
+    """shadow_models.TeacherPrepConfig, used when kind is 'prepared' or 'restated'. Its seed: null = derived by
+    the study from the master `seed`; an int is used as is."""
 
     def __post_init__(self) -> None:
         if not self.kind.strip():
-            raise ConfigError("teacher.kind: must be 'self', 'prepared' or a model reference, got ''")
+            raise ConfigError("teacher.kind: must be 'self', 'prepared', 'restated' or a model reference, got ''")
+
+    @property
+    def prepared(self) -> bool:
+        """True when the run prepares its own teacher (kind 'prepared' or 'restated')."""
+        return self.kind in PREPARED_TEACHERS
+
+    @property
+    def sft_target(self) -> str | None:
+        """What a prepared teacher is fine-tuned to write (shadow_models.teacher_prep.SFT_TARGETS), else None."""
+        return PREPARED_TEACHERS.get(self.kind)
 
 
 @dataclass

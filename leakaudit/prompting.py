@@ -44,9 +44,14 @@ def teacher_prompt_ids(tokenizer: Any, record: Record, template: str = DEFAULT_T
     return encode_chat(tokenizer, teacher_messages(record, template))
 
 
-def reference_text_ids(tokenizer: Any, record: Record) -> list[int]:
-    """The fixed reference continuation scored by fixed-text attacks: the privileged text, then EOS."""
-    ids = list(tokenizer(record.privileged, add_special_tokens=False)["input_ids"])
+def continuation_ids(tokenizer: Any, text: str) -> list[int]:
+    """An answer as the teacher or a student would end it: the text's tokens, then EOS."""
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if tokenizer.eos_token_id is not None:
         ids.append(tokenizer.eos_token_id)
     return ids
+
+
+def reference_text_ids(tokenizer: Any, record: Record) -> list[int]:
+    """The fixed reference continuation scored by fixed-text attacks: the privileged text, then EOS."""
+    return continuation_ids(tokenizer, record.privileged)

@@ -49,6 +49,16 @@ class RunDir:
         """A teacher prepared on population records (optional stage)."""
         return self.root / "models" / "_teacher"
 
+    @property
+    def teacher_literalness(self) -> Path:
+        """Teacher stage: the teacher's log p of the privileged text with vs without context (leakaudit.literalness)."""
+        return self.root / "teacher_literalness.json"
+
+    @property
+    def sample_literalness(self) -> Path:
+        """Attacks stage: similarity of the targets' fresh samples to the privileged text (leakaudit.literalness)."""
+        return self.root / "sample_literalness.json"
+
     def fresh(self, target: str) -> Path:
         return self.root / "signals" / "fresh" / target
 

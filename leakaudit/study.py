@@ -116,7 +116,7 @@ class Study:
         kind = self.cfg.teacher.kind
         if kind == "self":
             return None
-        if kind == "prepared":
+        if self.cfg.teacher.prepared:
             return str(self.run.teacher)
         return kind
 
@@ -134,7 +134,7 @@ class Study:
         """Model references the run reads but does not make: base, a teacher given by reference, an audit's
         target and given references (their content digests are stage inputs)."""
         refs = {"base": self.cfg.base_model}
-        if self.cfg.teacher.kind not in ("self", "prepared"):
+        if self.cfg.teacher.kind != "self" and not self.cfg.teacher.prepared:
             refs["teacher"] = self.cfg.teacher.kind
         if self.is_audit:
             refs["target"] = self.cfg.audit.target
@@ -149,6 +149,9 @@ class Study:
             existing = [p for p in models.glob("*") if p != run.teacher] if models.is_dir() else []
             planned = [run.model(m) for m in self.trained_models()] if self._plan or run.membership.is_file() else []
             return sorted(set(existing) | set(planned))
+        # the literalness files count only where they exist: a run finished before they were written keeps the
+        # output digest its markers hold (a deleted file is still noticed: the marker was written with it)
+        since = {"teacher": [run.teacher_literalness], "attacks": [run.sample_literalness]}
         return {
             "records": [run.records, run.teacher_records],
             "plan": [run.membership, run.plan_dir / "plan.json"],
@@ -156,7 +159,7 @@ class Study:
             "signals": [run.root / "signals"],
             "attacks": [run.scores, run.leak_map, run.candidates_csv, run.audit_json],
             "report": [run.metrics_json, run.metrics_csv, run.plots, run.report_html],
-        }[stage]
+        }[stage] + [p for p in since.get(stage, []) if p.exists()]
 
     # ---- orchestration ----------------------------------------------------------------------------------
     def run_all(self) -> Path:
@@ -405,22 +408,54 @@ class Study:
         self.plan().save(self.run.plan_dir)
 
     def stage_teacher(self) -> None:
-        if self.cfg.teacher.kind != "prepared":
-            return
-        out = self.run.teacher
-        if is_done(out):
-            return
-        from shadow_models.teacher_prep import prepare_teacher
+        """Prepare the teacher (kind 'prepared' or 'restated'), then measure how literal the teacher is, whatever
+        its kind (teacher_literalness.json)."""
+        teacher = self.cfg.teacher
+        if teacher.prepared and not is_done(self.run.teacher):
+            from shadow_models.teacher_prep import prepare_teacher
 
+            population, candidates = self.teacher_sft_records()
+            prep = with_seed(teacher.prep, stage_seed(self.cfg.seed, "teacher"))
+            self.log(f"[teacher] preparing a teacher ({teacher.kind}: SFT target {teacher.sft_target}) on "
+                     f"{len(population)} population and teacher-only records (never candidates)")
+            prepare_teacher(self.cfg.base_model, population, self.run.teacher, prep, forbidden_ids=candidates,
+                            trust_remote_code=self.cfg.trust_remote_code, sft_target=teacher.sft_target)
+        self._measure_teacher()
+
+    def teacher_sft_records(self) -> tuple[list[Record], list[str]]:
+        """(records a prepared teacher is fine-tuned on: the population, then the teacher-only records; every
+        candidate id: prepare_teacher refuses to train on any of them)."""
         plan, records = self.plan(), self.records()
         population = [records[r] for d in sorted(plan.population) for r in plan.population[d]]
         population += self.teacher_records()
         candidates = [r for d in plan.candidates for r in plan.candidates[d]]
-        prep = with_seed(self.cfg.teacher.prep, stage_seed(self.cfg.seed, "teacher"))
-        self.log(f"[teacher] preparing a teacher on {len(population)} population and teacher-only records "
-                 f"(never candidates)")
-        prepare_teacher(self.cfg.base_model, population, out, prep, forbidden_ids=candidates,
-                        trust_remote_code=self.cfg.trust_remote_code)
+        return population, candidates
+
+    def _measure_teacher(self) -> None:
+        """teacher_literalness.json: which teacher this run uses and its log p of the candidates' privileged
+        texts (and restatements) with vs without context (leakaudit.literalness)."""
+        from leakaudit.literalness import measure_teacher, summary_line
+
+        if self.run.teacher_literalness.is_file():
+            return
+        plan, records = self.plan(), self.records()
+        teacher = self.cfg.teacher
+        ref = self.teacher_model() or self.cfg.base_model
+        s = self.cfg.signals
+        cands = [records[r] for d in sorted(plan.candidates) for r in plan.candidates[d]]
+        measured = measure_teacher(ref, self.tokenizer, cands, self.cfg.training.teacher_template,
+                                   backend=s.backend, trust_remote_code=self.cfg.trust_remote_code,
+                                   score_batch_size=s.score_batch_size, autocast_bf16=s.autocast_bf16,
+                                   vllm_stats_topk=s.vllm_stats_topk, share_prefix=s.share_prefix,
+                                   share_prefill=s.share_prefill)
+        meta = read_json(self.run.teacher / "meta.json") if teacher.prepared else {}
+        sft = {k: meta[k] for k in ("n_records", "n_records_given", "restate_rules", "left_out_record_ids")
+               if k in meta}
+        out = {"teacher": teacher.kind,
+               "teacher_model": "base" if teacher.kind == "self" else "models/_teacher" if teacher.prepared else ref,
+               "sft_target": teacher.sft_target, "sft": sft or None, **measured}
+        write_json(self.run.teacher_literalness, out)
+        self.log(f"[teacher] {summary_line(out, None)}")
 
     def stage_students(self) -> None:
         for model_id in tqdm(self.trained_models(), desc="students", disable=not self.progress):
@@ -501,6 +536,10 @@ class Study:
             write_json(self.run.leak_map, leak_map)
         if self.is_audit:
             self._write_audit_table(scores)
+        from leakaudit.literalness import load, sample_literalness, summary_line
+
+        write_json(self.run.sample_literalness, sample_literalness(self.run, plan, records, self.tokenizer))
+        self.log(f"[attacks] {summary_line(*load(self.run.root))}")
 
     def _write_audit_table(self, scores) -> None:
         """candidates.csv: one row per candidate, one column per attack (higher = more likely a member), and

