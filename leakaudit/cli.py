@@ -236,6 +236,18 @@ def _print_headline(root: Path) -> None:
     if csv.is_file():
         table = headline_table(pd.read_csv(csv))
         typer.echo(table.to_string(index=False))
+    _print_blind_check(root)
+
+
+def _print_blind_check(root: Path) -> None:
+    """The blind text check under the headline: the warning when members and non-members differ as text, else
+    the verdict with the permutation null (leakaudit.report.blind_null)."""
+    from leakaudit.report.blind_null import blind_text_verdict, read_blind_null
+    from leakaudit.rundir import RunDir
+
+    null = read_blind_null(RunDir(root).blind_text_null)
+    if null is not None and not null.empty:
+        typer.echo("\n" + blind_text_verdict(null)["message"])
 
 
 @app.command()
@@ -271,14 +283,16 @@ def audit(
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A finished run directory."),
            redact: bool = typer.Option(False, help="Replace privileged texts with [redacted]."),
-           n_boot: int = typer.Option(1000), seed: int = typer.Option(0)) -> None:
+           n_boot: int = typer.Option(1000), seed: int = typer.Option(0),
+           n_perm: int = typer.Option(200, min=0, help="Relabellings of the blind text null (seeded by --seed).")
+           ) -> None:
     """Rebuild metrics and the HTML report from stored scores."""
     from leakaudit.errors import InputError
     from leakaudit.report import build_report
 
     if not (run_dir / "scores.parquet").is_file():
         raise InputError("no scores.parquet (run the study's attacks stage first)", path=str(run_dir))
-    path = build_report(run_dir, redact=redact, n_boot=n_boot, seed=seed)
+    path = build_report(run_dir, redact=redact, n_boot=n_boot, seed=seed, n_perm=n_perm)
     _print_headline(run_dir)
     typer.echo(f"report: {path}")
 

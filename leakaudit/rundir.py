@@ -78,6 +78,11 @@ class RunDir:
         return self.root / "metrics.csv"
 
     @property
+    def blind_text_null(self) -> Path:
+        """The blind text baseline's permutation null per level (csv; leakaudit.report.blind_null)."""
+        return self.root / "blind_text_null.csv"
+
+    @property
     def plots(self) -> Path:
         return self.root / "plots"
 

@@ -158,7 +158,7 @@ class Study:
             "teacher": [run.teacher],
             "signals": [run.root / "signals"],
             "attacks": [run.scores, run.leak_map, run.candidates_csv, run.audit_json],
-            "report": [run.metrics_json, run.metrics_csv, run.plots, run.report_html],
+            "report": [run.metrics_json, run.metrics_csv, run.blind_text_null, run.plots, run.report_html],
         }[stage] + [p for p in since.get(stage, []) if p.exists()]
 
     # ---- orchestration ----------------------------------------------------------------------------------

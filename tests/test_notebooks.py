@@ -44,6 +44,8 @@ def test_explore_study_runs_and_shows_tables_and_figures(fake_run, monkeypatch):
     assert not outputs(nb, "error")
     text = texts(nb)
     assert "best fixed baseline" in text and "math-0" in text
+    # the blind text check (fake scores are not blind_text's own, so its null is not computed: the CI rule)
+    assert "Blind text baseline consistent with no text difference" in text and "CI rule" in text
     pngs = [o for o in outputs(nb, "display_data") if "image/png" in o["data"]]
     assert len(pngs) == 4  # AUROC bars, ROC math, ROC code, leak map
 

@@ -220,6 +220,25 @@ def test_report_stage_has_a_marker_and_a_missing_report_is_rebuilt(finished_run,
     assert not any(m.startswith("[report] skipped") for m in logs)
 
 
+def test_report_stage_writes_the_blind_text_null_under_its_marker(finished_run, tmp_path):
+    """blind_text_null.csv is a report output: in the marker's digest, and rebuilt when deleted. Tiny preset: 4
+    candidates, 2 members per target, so every distinct relabelling is enumerated (at most 4! = 24 <= 200)."""
+    from leakaudit.report.blind_null import read_blind_null
+
+    cfg, root = _copy_run(finished_run, tmp_path)
+    mark = json.loads((root / "stages" / "report.json").read_text())
+    assert "blind_text_null.csv" in mark["paths"]
+    null = read_blind_null(root / "blind_text_null.csv")
+    assert set(null["status"]) == {"ok"} and null["exact"].all() and set(null["seed"]) == {cfg.metrics.seed}
+    assert set(null["level"]) == {"target", "domain", "all"} and not null["target"].str.contains("null").any()
+    before = (root / "blind_text_null.csv").read_bytes()
+    (root / "blind_text_null.csv").unlink()
+    logs = []
+    Study(cfg, progress=False, log=logs.append).run_all()
+    assert (root / "blind_text_null.csv").read_bytes() == before  # same seed, same null
+    assert not any(m.startswith("[report] skipped") for m in logs)
+
+
 def test_a_hash_of_digits_only_still_resumes(tmp_path, tiny_model_dir, monkeypatch):
     """yaml reads an unquoted all-digit hash back as an int: such a run was refused as 'a different config'."""
     from leakaudit.config import StudyConfig

@@ -1,7 +1,9 @@
 """Reports of a finished run: metrics files, seaborn plots and one self-contained report.html."""
 
-from leakaudit.report.build import build_report, compute_metrics, negatives_table, null_check_table, run_metrics
+from leakaudit.report.blind_null import blind_text_verdict
+from leakaudit.report.build import (build_report, compute_blind_null, compute_metrics, negatives_table,
+                                    null_check_table, run_blind_null, run_metrics)
 from leakaudit.report.load import RunData, candidate_table, load_run
 
-__all__ = ["build_report", "compute_metrics", "negatives_table", "null_check_table", "RunData", "candidate_table",
-           "load_run", "run_metrics"]
+__all__ = ["blind_text_verdict", "build_report", "compute_blind_null", "compute_metrics", "negatives_table",
+           "null_check_table", "RunData", "candidate_table", "load_run", "run_blind_null", "run_metrics"]

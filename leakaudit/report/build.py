@@ -1,4 +1,5 @@
-"""build_report: scores.parquet (+ study.yaml, env.json, leak_map.json) -> metrics.json/.csv, plots/, report.html."""
+"""build_report: scores.parquet (+ study.yaml, env.json, leak_map.json, records.jsonl) -> metrics.json/.csv,
+blind_text_null.csv, plots/, report.html."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.metrics import DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, resolvable_key, summarise, tpr_key
 from leakaudit.report import html as H
 from leakaudit.report import plots
+from leakaudit.report.blind_null import (BLIND_NULL_PERMUTATIONS, attach_ci, blind_text_null, blind_text_verdict,
+                                         read_blind_null)
 from leakaudit.report.health import training_health
 from leakaudit.report.leakmap import leak_map_figure
-from leakaudit.report.load import RunData, candidate_table, load_run, read_records_privileged
+from leakaudit.report.load import RunData, candidate_table, load_run, read_records_privileged, read_records_texts
 from leakaudit.envinfo import library_versions
 from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
 from leakaudit.report.redact import Redactor
@@ -36,6 +39,38 @@ def compute_metrics(run: RunData, *, n_boot: int, seed: int) -> pd.DataFrame:
 def run_metrics(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     """The run's metrics.csv when the report was built, else computed now (for notebooks)."""
     return run.metrics if run.metrics is not None else compute_metrics(run, n_boot=n_boot, seed=seed)
+
+
+def compute_blind_null(run: RunData, metrics: pd.DataFrame, *, n_perm: int = BLIND_NULL_PERMUTATIONS,
+                       seed: int = 0) -> pd.DataFrame:
+    """`blind_null.blind_text_null` over the run's labelled rows and records.jsonl texts, with the metrics' CIs."""
+    labelled = run.labelled
+    if labelled.empty:
+        return blind_text_null(labelled, None, n_perm=n_perm, seed=seed)
+    null = blind_text_null(labelled, read_records_texts(run.root), n_perm=n_perm, seed=seed)
+    return attach_ci(null, metrics)
+
+
+def run_blind_null(run: RunData, metrics: pd.DataFrame | None = None, *, n_perm: int = BLIND_NULL_PERMUTATIONS,
+                   seed: int = 0) -> pd.DataFrame:
+    """The run's blind_text_null.csv when the report was built, else computed now (for notebooks)."""
+    stored = read_blind_null(RunDir(run.root).blind_text_null)
+    if stored is not None:
+        return stored
+    return compute_blind_null(run, run_metrics(run) if metrics is None else metrics, n_perm=n_perm, seed=seed)
+
+
+def blind_check_section(null: pd.DataFrame, verdict: dict) -> str:
+    """HTML: the verdict of the blind text check and the per-level null table."""
+    cls = "fail" if verdict["warning"] else "pass"
+    cols = ["label", "level", "domain", "target", "auroc", "auroc_lo", "auroc_hi", "null_mean", "null_lo",
+            "null_hi", "p_value", "n_null", "exact", "permutation", "status"]
+    note = ('<p class="note">The null refits the whole cross-validated blind_text classifier on relabelled '
+            'candidates: within a domain one random permutation of the candidates relabels every target at once '
+            '(each keeps its member count). With few records its mean lies below 0.5: that, not 0.5, is what no '
+            f'text signal looks like. null_lo / null_hi: its 95% interval. {H.esc(verdict["rule"])}.</p>')
+    return H.section("Blind text check", f'<p class="{cls}">{H.esc(verdict["message"])}</p>', note,
+                     H.table(null[[c for c in cols if c in null]]) if not null.empty else "", anchor="blind")
 
 
 REFERENCE_TVD_WARN = 0.5
@@ -153,8 +188,10 @@ def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, lea
     return made
 
 
-def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 1000, seed: int = 0) -> Path:
-    """Write metrics.json, metrics.csv, plots/*.png and report.html into `run_dir`; return report.html's path.
+def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 1000, seed: int = 0,
+                 n_perm: int = BLIND_NULL_PERMUTATIONS) -> Path:
+    """Write metrics.json, metrics.csv, blind_text_null.csv, plots/*.png and report.html into `run_dir`; return
+    report.html's path. `seed` seeds the bootstrap and the blind text null's `n_perm` relabellings.
 
     redact=True replaces privileged text (record `privileged` strings, privileged config keys, leak-map tokens and
     prompt) with "[redacted]" in every output.
@@ -168,6 +205,8 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
     headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
+    blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed)
+    verdict = blind_text_verdict(blind)
     balance = design_check(rd, run.config)
     health = training_health(rd.root / "models")
 
@@ -176,6 +215,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     made = {k: rd.plots / p.name for k, p in made.items()}
 
     write_text(rd.metrics_csv, metrics.to_csv(index=False))
+    write_text(rd.blind_text_null, blind.to_csv(index=False))
     write_json(rd.metrics_json, _jsonable({
         "schema_version": SCHEMA_VERSION,
         "date": utc_now(),
@@ -192,12 +232,14 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "results": _records(metrics),
         "headline": _records(headline),
         "null_check": _records(nulls),
+        "blind_text_null": {"n_perm": n_perm, "seed": seed, "confidence": 0.95, **verdict,
+                            "rows": _records(blind)},
         "reference_balance": balance,
         "training_health": health,
         "plots": sorted(p.name for p in made.values()),
     }))
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
-                       balance=balance, health=health)
+                       balance=balance, health=health, blind=blind, blind_verdict=verdict)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -207,10 +249,16 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
 def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nulls: pd.DataFrame,
                 negatives: pd.DataFrame, config: dict, leak_map: dict | None, made: dict[str, Path], *,
                 n_boot: int, seed: int, balance: list[dict] | None = None,
-                health: list[dict] | None = None) -> str:
-    """The report page (config and leak_map already redacted when asked); sections without input are skipped."""
+                health: list[dict] | None = None, blind: pd.DataFrame | None = None,
+                blind_verdict: dict | None = None) -> str:
+    """The report page (config and leak_map already redacted when asked); sections without input are skipped.
+    A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
     secs = []
+    if blind_verdict and blind_verdict["warning"]:
+        secs.append(H.section("Warning: members and non-members differ as text",
+                              f'<p class="fail">{H.esc(blind_verdict["message"])}</p>'
+                              '<p class="note">See the blind text check below.</p>', anchor="blind-warning"))
     if not headline.empty:
         show = headline.drop(columns=["auroc", "auroc_lo", "auroc_hi"])
         secs.append(H.section("Headline", H.table(show), plot("auroc_bars", "AUROC per domain"),
@@ -223,6 +271,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
     else:
         secs.append(H.section("Candidates", '<p class="note">No membership labels: ranking only.</p>',
                               H.table(candidate_table(run.scores).head(50)), anchor="candidates"))
+    if blind_verdict is not None and not metrics.empty:
+        secs.append(blind_check_section(blind if blind is not None else pd.DataFrame(), blind_verdict))
     if not nulls.empty:
         # The verdict is on Leaky, the attack under test; with many attacks at 95% coverage about 5% of the
         # others are expected to exclude 0.5 by chance alone, so their count is reported against that.

@@ -70,6 +70,20 @@ def candidate_table(scores: pd.DataFrame, *, sort_by: str = "leaky") -> pd.DataF
     return wide.reset_index(drop=True)
 
 
+def read_records_texts(run_dir: str | Path) -> dict[str, str] | None:
+    """record_id -> `privileged` text of records.jsonl (what blind_text saw), or None when it is absent."""
+    path = RunDir(Path(run_dir)).records
+    if not path.is_file():
+        return None
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                out[str(row.get("record_id", ""))] = str(row.get("privileged", ""))
+    return out
+
+
 def read_records_privileged(run_dir: str | Path) -> list[str]:
     """The `privileged` texts of records.jsonl (empty when absent), for redaction."""
     path = RunDir(Path(run_dir)).records
