@@ -237,6 +237,7 @@ def _print_headline(root: Path) -> None:
         table = headline_table(pd.read_csv(csv))
         typer.echo(table.to_string(index=False))
     _print_blind_check(root)
+    _print_teacher(root)
 
 
 def _print_blind_check(root: Path) -> None:
@@ -248,6 +249,15 @@ def _print_blind_check(root: Path) -> None:
     null = read_blind_null(RunDir(root).blind_text_null)
     if null is not None and not null.empty:
         typer.echo("\n" + blind_text_verdict(null)["message"])
+
+
+def _print_teacher(root: Path) -> None:
+    """Under the blind text check: which teacher the run used and how literal it was, or that the run did not
+    measure it (leakaudit.report.teacher)."""
+    from leakaudit.report.teacher import teacher_lines
+
+    if Path(root).is_dir():
+        typer.echo("\n" + "\n".join(teacher_lines(root)))
 
 
 @app.command()

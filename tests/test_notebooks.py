@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from nbclient import NotebookClient
 
-from fake_run import write_fake_run
+from fake_run import write_fake_literalness, write_fake_run
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -46,8 +46,21 @@ def test_explore_study_runs_and_shows_tables_and_figures(fake_run, monkeypatch):
     assert "best fixed baseline" in text and "math-0" in text
     # the blind text check (fake scores are not blind_text's own, so its null is not computed: the CI rule)
     assert "Blind text baseline consistent with no text difference" in text and "CI rule" in text
+    # the teacher cell: the synthetic run predates the literalness files (and its study.yaml names no teacher)
+    assert "Teacher: self (self-distillation" in text and "Literalness: not measured in this run." in text
     pngs = [o for o in outputs(nb, "display_data") if "image/png" in o["data"]]
     assert len(pngs) == 4  # AUROC bars, ROC math, ROC code, leak map
+
+
+def test_explore_study_shows_the_teacher_and_its_literalness(tmp_path, monkeypatch):
+    root = write_fake_literalness(write_fake_run(tmp_path / "study"))
+    nb = run_notebook("explore_study.ipynb", root, monkeypatch)
+    assert not outputs(nb, "error")
+    text = texts(nb)
+    assert "Teacher: restated (non-copying" in text and "prepared on 18 records" in text
+    assert "-0.005 with context vs -0.317 without (mean over 3 candidates)" in text
+    assert "members 0.581 vs non-members 0.410, AUROC 0.766 (pooled over 2 real targets)" in text
+    assert "pooled (2 real targets)" in text and "log p privileged, with context" in text  # both tables shown
 
 
 def test_audit_student_ranks_candidates_without_labels(tmp_path, monkeypatch):

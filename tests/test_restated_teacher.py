@@ -208,3 +208,25 @@ def test_restated_study_resumes_and_old_runs_without_the_files_still_resume(rest
         Study(cfg, progress=False, log=lambda m: None).run_all()
     Study(cfg, force=["attacks"], progress=False, log=lambda m: None).run_all()
     assert (root / "sample_literalness.json").is_file()
+
+
+def test_restated_study_report_names_its_teacher_and_shows_the_literalness_it_measured(restated_run):
+    """The report stage reads both literalness files and the teacher's meta.json (issue 14: every run's report
+    names which teacher it used and measures how literal it was)."""
+    from leakaudit.literalness import load
+    from leakaudit.report.teacher import literalness_summary
+
+    _, root, _ = restated_run
+    meta = json.loads((root / "models" / "_teacher" / "meta.json").read_text())
+    page = (root / "report.html").read_text()
+    assert (f"Teacher: restated (non-copying: the base fine-tuned to answer from its context in another surface "
+            f"form (leakaudit.data.restate)); prepared on {meta['n_records']} records (never a candidate)") in page
+    s = literalness_summary(*load(root))
+    t, p = s["teacher"], s["samples"]
+    assert (f"Teacher log p per token of the privileged text: {t['with_context']:.3f} with context vs "
+            f"{t['without_context']:.3f} without (mean over {t['candidates']} candidates).") in page
+    assert (f"members {p['members']:.3f} vs non-members {p['non_members']:.3f}, AUROC {p['auroc']:.3f} (pooled "
+            f"over 4 real targets).") in page
+    report = json.loads((root / "metrics.json").read_text())
+    assert report["teacher"]["kind"] == "restated" and report["teacher"]["n_records"] == meta["n_records"]
+    assert report["literalness"]["measured"] == {"teacher": True, "samples": True}

@@ -239,6 +239,32 @@ def test_report_stage_writes_the_blind_text_null_under_its_marker(finished_run, 
     assert not any(m.startswith("[report] skipped") for m in logs)
 
 
+def test_report_names_the_teacher_and_its_literalness_and_old_runs_say_not_measured(finished_run, tmp_path):
+    """The report reads teacher_literalness.json / sample_literalness.json (upstream outputs: the report marker's
+    own paths are unchanged); a run finished before those files existed still reports, "not measured"."""
+    from leakaudit.study import STAGES
+
+    cfg, root = _copy_run(finished_run, tmp_path)
+    mark = json.loads((root / "stages" / "report.json").read_text())
+    assert mark["paths"] == ["blind_text_null.csv", "metrics.csv", "metrics.json", "plots", "report.html"]
+    page = (root / "report.html").read_text()
+    assert "Teacher: self (self-distillation: the frozen base student). Students distilled from: base." in page
+    assert "Teacher log p per token of the privileged text: " in page and "(pooled over 4 real targets)" in page
+    assert "not measured in this run" not in page
+    for name in ("teacher_literalness.json", "sample_literalness.json"):
+        (root / name).unlink()
+    marker = Study(cfg, progress=False, log=lambda m: None)  # the markers such a run holds
+    for stage in STAGES:
+        marker._mark(stage)
+    (root / "report.html").unlink()  # rebuilt, as any report whose outputs changed
+    logs = []
+    Study(cfg, progress=False, log=logs.append).run_all()
+    assert "[attacks] skipped: finished earlier on the same inputs" in logs
+    assert not (root / "sample_literalness.json").exists()
+    page = (root / "report.html").read_text()
+    assert "Teacher: self (self-distillation" in page and "Literalness: not measured in this run" in page
+
+
 def test_a_hash_of_digits_only_still_resumes(tmp_path, tiny_model_dir, monkeypatch):
     """yaml reads an unquoted all-digit hash back as an int: such a run was refused as 'a different config'."""
     from leakaudit.config import StudyConfig

@@ -1,5 +1,6 @@
-"""build_report: scores.parquet (+ study.yaml, env.json, leak_map.json, records.jsonl) -> metrics.json/.csv,
-blind_text_null.csv, plots/, report.html."""
+"""build_report: scores.parquet (+ study.yaml, env.json, leak_map.json, records.jsonl, teacher_literalness.json,
+sample_literalness.json, models/_teacher/meta.json) -> metrics.json/.csv, blind_text_null.csv, plots/,
+report.html."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pandas as pd
 import yaml
 
 from leakaudit.io import staging_dir, write_json, write_text
+from leakaudit.literalness import load as load_literalness
 from leakaudit.metrics import DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, resolvable_key, summarise, tpr_key
 from leakaudit.report import html as H
 from leakaudit.report import plots
@@ -23,6 +25,7 @@ from leakaudit.report.load import RunData, candidate_table, load_run, read_recor
 from leakaudit.envinfo import library_versions
 from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
 from leakaudit.report.redact import Redactor
+from leakaudit.report.teacher import literalness_summary, teacher_info, teacher_section
 from leakaudit.rundir import RunDir
 
 SCHEMA_VERSION = 1
@@ -209,6 +212,8 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     verdict = blind_text_verdict(blind)
     balance = design_check(rd, run.config)
     health = training_health(rd.root / "models")
+    teacher_lit, sample_lit = load_literalness(rd.root)
+    teacher = teacher_info(rd.root, run.config, teacher_lit)
 
     with staging_dir(rd.plots) as tmp_plots:
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
@@ -236,10 +241,14 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
                             "rows": _records(blind)},
         "reference_balance": balance,
         "training_health": health,
+        "teacher": teacher,
+        "literalness": {"measured": {"teacher": teacher_lit is not None, "samples": sample_lit is not None},
+                        **literalness_summary(teacher_lit, sample_lit)},
         "plots": sorted(p.name for p in made.values()),
     }))
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
-                       balance=balance, health=health, blind=blind, blind_verdict=verdict)
+                       balance=balance, health=health, blind=blind, blind_verdict=verdict,
+                       teacher=teacher, literalness=(teacher_lit, sample_lit))
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -250,9 +259,12 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                 negatives: pd.DataFrame, config: dict, leak_map: dict | None, made: dict[str, Path], *,
                 n_boot: int, seed: int, balance: list[dict] | None = None,
                 health: list[dict] | None = None, blind: pd.DataFrame | None = None,
-                blind_verdict: dict | None = None) -> str:
+                blind_verdict: dict | None = None, teacher: dict | None = None,
+                literalness: tuple[dict | None, dict | None] | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped.
-    A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline."""
+    A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline. `teacher`
+    (report.teacher.teacher_info) and `literalness` (teacher_literalness.json, sample_literalness.json; None for
+    a file the run lacks) give the "Teacher and literalness" section, after the blind text check."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
     secs = []
     if blind_verdict and blind_verdict["warning"]:
@@ -273,6 +285,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                               H.table(candidate_table(run.scores).head(50)), anchor="candidates"))
     if blind_verdict is not None and not metrics.empty:
         secs.append(blind_check_section(blind if blind is not None else pd.DataFrame(), blind_verdict))
+    if teacher is not None:
+        secs.append(teacher_section(teacher, *(literalness or (None, None))))
     if not nulls.empty:
         # The verdict is on Leaky, the attack under test; with many attacks at 95% coverage about 5% of the
         # others are expected to exclude 0.5 by chance alone, so their count is reported against that.
