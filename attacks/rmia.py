@@ -14,8 +14,10 @@ fixed_refs[i] is the reference model in column fixed_ref_cols[i][r] of populatio
 For record x with IN models I_x and OUT models O_x (its fixed_refs rows, mapped to columns):
     online:  pr(x) = (mean_{I_x} pr(x|ref) + mean_{O_x} pr(x|ref)) / 2     (balanced, as the reference code)
              pr(z) = (mean_{I_x} pr(z|ref) + mean_{O_x} pr(z|ref)) / 2     (the same models, the same weights)
-    offline: pr(x) = ((1 + a) * mean_{O_x} pr(x|ref) + (1 - a)) / 2
-             pr(z) = ((1 + a) * mean_{O_x} pr(z|ref) + (1 - a)) / 2
+    offline: pr(x) = ((1 + a) * mean_{O_x} pr(x|ref) + (1 - a)) / 2     (the paper's offline setting: pr_IN
+             pr(z) = ((1 + a) * mean_{O_x} pr(z|ref) + (1 - a)) / 2      approximated from pr_OUT; an audit, whose
+                                                                         references are all OUT, runs it as
+                                                                         rmia_offline)
     LR(x, z) = (pr(x|target) / pr(x)) / (pr(z|target) / pr(z))
     score_x  = fraction of population z with LR(x, z) > gamma      (in [0, 1])
 Computed in log space (scipy.special.logsumexp for the means of probabilities) so that very unlikely texts do
@@ -59,7 +61,11 @@ class RmiaParams:
     offline: bool = False
     """Use OUT references only, with pr(x) approximated from pr_OUT(x) through `a`."""
     a: float = 0.3
-    """Offline coefficient in [0, 1] (ignored online): how far pr_IN exceeds pr_OUT; tune it on references."""
+    """Offline coefficient in [0, 1] (ignored online): how far pr_IN exceeds pr_OUT; tune it on references.
+    0.3 is the reference code's default (privacytrustlab/ml_privacy_meter, modules/mia/attacks/rmia.py,
+    get_out_ref_signals(offline_a=0.3)); the paper's CIFAR-10 offline configs use 0.33 (research/2023_rmia/
+    attack_configs, offline_a), and the current reference code tunes it per target on a paired model
+    (tune_offline_a, a in 0, 0.1, ..., 1 by AUC)."""
     gamma: float = 1.0
     """A population record z counts against x when LR(x, z) > gamma; > 0 (the reference code uses 1)."""
 

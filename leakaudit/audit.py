@@ -8,6 +8,20 @@ on population records with the study's OPD recipe. Same stages, same assembler, 
 directory that holds another target, other candidates or another recipe is refused (config hash, records
 hash, model digests), never silently reused.
 
+The references' recipe. References estimate what the target would look like had it not trained on a
+candidate, so they are trained the way the target was: its teacher (`--teacher self | prepared | restated |
+a model reference`, as teacher.kind accepts), its loss, passes, batch size, learning rate and rollout length
+(training.*), taken from `--config` (a study config: its training and teacher sections), `--preset`, `--set`
+and `--teacher`, in that order of precedence from low to high. With none of them the references self-distil
+from the frozen base with the default preset's training settings (AUDIT_DEFAULTS: an auditor who does not
+know the target's teacher). audit.json records the recipe and where each part of it came from
+("reference_recipe"); the CLI prints it.
+
+Attacks. Every reference of an audit is OUT for every candidate, so the online forms that need IN references
+cannot run; the audit runs their offline forms instead (`offline_attacks`): RMIA offline (rmia with
+offline=true, labelled rmia_offline: pr(x) ~ ((1 + a) pr_OUT(x) + (1 - a)) / 2, attacks/rmia.py) in place of
+rmia, and lira_offline (a one-sided test against the OUT Gaussian, attacks/lira.py) in place of lira_online.
+
 Run directory: the study layout plus `candidates.csv` (one row per candidate, one column per attack, higher =
 more likely a member) and `audit.json`. Labels, when every candidate carries `meta.is_member`, turn the scores
 into metrics and a report.
@@ -16,15 +30,23 @@ into metrics and a report.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from leakaudit.config import AuditConfig, StudyConfig, load_config
+from leakaudit.config import PRESETS, AttackSpecConfig, AuditConfig, StudyConfig, load_config
+from leakaudit.errors import ConfigError, InputError
 
 AUDIT_DEFAULTS = ("teacher.kind=self",)
-"""Settings an audit starts from before the user's own: its references self-distil from the frozen base unless
-the config or --set says otherwise (an audit has no teacher-only records to prepare a teacher on)."""
+"""Settings an audit starts from when no recipe is given (no --config, --preset or --teacher): its references
+self-distil from the frozen base (an auditor who does not know the target's teacher)."""
+TEACHER_KINDS = ("self", "prepared", "restated")
+"""--teacher values other than a model reference (leakaudit.config.TeacherConfig.kind)."""
+RECIPE_TRAINING_KEYS = ("loss", "epochs", "batch_size", "learning_rate", "max_new_tokens", "lora_rank")
+"""training.* settings audit.json's reference_recipe states (every other one is in study.yaml)."""
+OFFLINE_FORMS = {"rmia": "rmia_offline", "lira_online": "lira_offline"}
+"""Attacks that need IN references -> the label of the offline form an audit runs in their place."""
 
 
 @dataclass
@@ -42,27 +64,182 @@ class AuditRequest:
     config: Path | None = None
     """A study config whose recipe (training, teacher, signals, attacks) the references use."""
     preset: str | None = None
+    teacher: str | None = None
+    """--teacher: the references' teacher.kind (self, prepared, restated or a model reference); None = the
+    config's, the preset's, or AUDIT_DEFAULTS'."""
     redact: bool = False
 
 
+def check_teacher_flag(value: str | None) -> None:
+    """ConfigError naming --teacher unless `value` is None, a teacher kind, or a model reference that resolves."""
+    if value is None:
+        return
+    expected = "self, prepared, restated or a model reference (a directory or hub id)"
+    if not value.strip():
+        raise ConfigError(f"--teacher: must be {expected}, got ''")
+    if value in TEACHER_KINDS:
+        return
+    from leakaudit.models import resolve_model_ref
+
+    try:
+        resolve_model_ref(value)
+    except InputError as e:
+        raise ConfigError(f"--teacher {value!r}: must be {expected}; as a model reference: {e}") from None
+
+
+def _set_keys(overrides: list[str]) -> list[str]:
+    return [a.split("=", 1)[0].strip() for a in overrides if "=" in a]
+
+
+def _request_layers(req: AuditRequest) -> tuple[list[str], str | None]:
+    """(the overrides load_config applies, in order; the preset) for a request, flags checked first."""
+    check_teacher_flag(req.teacher)
+    if req.preset is not None and req.preset not in PRESETS:
+        raise ConfigError(f"--preset {req.preset!r}: unknown preset; choose one of {list(PRESETS)}")
+    if req.config is not None and not Path(req.config).is_file():
+        raise InputError("--config: no such file", path=str(req.config))
+    if req.teacher is not None:
+        for a in req.overrides:
+            key, _, value = a.partition("=")
+            if key.strip() == "teacher.kind" and value.strip() != req.teacher:
+                raise ConfigError(f"--teacher {req.teacher!r} and --set {a!r} disagree; give one of them")
+    defaults = AUDIT_DEFAULTS if req.config is None and req.preset is None and req.teacher is None else ()
+    teacher = (f"teacher.kind={json.dumps(req.teacher)}",) if req.teacher is not None else ()
+    return [*defaults, *teacher, *req.overrides], req.preset
+
+
 def audit_config(req: AuditRequest) -> StudyConfig:
-    """The study config of an audit: preset (default 'default') < AUDIT_DEFAULTS (only without a --config file,
-    whose recipe is taken as it is) < --config file < --set, with the audit section and the run directory from
-    the request."""
-    defaults = AUDIT_DEFAULTS if req.config is None else ()
-    cfg = load_config(req.config, preset=req.preset, overrides=[*defaults, *req.overrides])
+    """The study config of an audit: preset (default 'default') < AUDIT_DEFAULTS (only when no recipe is given:
+    no --config, --preset or --teacher) < --config file < --teacher < --set, with the audit section, the run
+    directory from the request, and the attacks in their offline forms (`offline_attacks`)."""
+    overrides, preset = _request_layers(req)
+    cfg = load_config(req.config, preset=preset, overrides=overrides)
     out = Path(req.out)
     audit = AuditConfig(target=str(req.target), candidates=str(req.candidates),
                         population=str(req.population) if req.population else None,
                         references=[str(r) for r in req.references], n_references=req.n_train_references)
     return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
-                               out_root=str(out.parent))
+                               out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
+
+
+def offline_attacks(attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
+    """An audit's attacks: the configured ones (empty = every registered attack), each online form that needs IN
+    references replaced by its offline form, in place, with the same parameters:
+        rmia (offline false)  -> rmia with offline true, labelled rmia_offline (or '<label>_offline')
+        lira_online           -> lira_offline, labelled lira_offline (or '<label>_offline')
+    An offline form already in the list with the same parameters is kept once (the default list holds
+    lira_offline beside lira_online)."""
+    from leakaudit.scoring import attack_specs
+
+    out: list[AttackSpecConfig] = []
+    for a in attack_specs(attacks):
+        if a.name in OFFLINE_FORMS and not (a.name == "rmia" and a.params.get("offline")):
+            label = OFFLINE_FORMS[a.name] if a.display == a.name else f"{a.display}_offline"
+            if a.name == "rmia":
+                a = AttackSpecConfig(name="rmia", params={**a.params, "offline": True}, label=label)
+            else:
+                a = AttackSpecConfig(name="lira_offline", params=dict(a.params),
+                                     label="" if label == "lira_offline" else label)
+        if any(b.name == a.name and b.params == a.params for b in out):
+            continue
+        out.append(a)
+    return out
+
+
+# ---- the references' recipe -----------------------------------------------------------------------------------
+def recipe_sources(req: AuditRequest) -> dict[str, str]:
+    """Where each part of the references' recipe came from: '--teacher', '--set <key>', '--config <path>',
+    'preset <name>' or 'audit default (teacher.kind=self)'. Keys: teacher, and the training keys of
+    RECIPE_TRAINING_KEYS."""
+    import yaml
+
+    file_dict: dict[str, Any] = {}
+    if req.config is not None and Path(req.config).is_file():
+        file_dict = yaml.safe_load(Path(req.config).read_text(encoding="utf-8")) or {}
+    preset = req.preset or (file_dict.get("preset") if isinstance(file_dict, dict) else None) or "default"
+    set_keys = _set_keys(req.overrides)
+
+    def in_file(dotted: str) -> bool:
+        node: Any = file_dict
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    def source(dotted: str) -> str:
+        covering = [k for k in set_keys if dotted == k or dotted.startswith(k + ".")]
+        if covering:
+            return f"--set {covering[-1]}"
+        if dotted == "teacher.kind":
+            if req.teacher is not None:
+                return "--teacher"
+            if req.config is None and req.preset is None:
+                return "audit default (" + ", ".join(AUDIT_DEFAULTS) + ")"
+        if in_file(dotted):
+            return f"--config {req.config}"
+        return f"preset {preset}"
+
+    out = {"teacher": source("teacher.kind")}
+    out.update({k: source(f"training.{k}") for k in RECIPE_TRAINING_KEYS})
+    return out
+
+
+def reference_recipe(cfg: StudyConfig, plan, sources: dict[str, str] | None = None) -> dict[str, Any]:
+    """audit.json's reference_recipe: how the references were made (teacher, loss, passes, batch size, lr, rollout
+    length, records per reference) and where each setting came from (`recipe_sources`; None = the study config,
+    e.g. a run resumed through run-study). `background` is None: this version has no shared background set
+    (issue 14, item 1), each reference trains on `records_per_reference` population records. Given references
+    (--references) were not trained here: their recipe is their maker's, and only that is recorded."""
+    refs = [m for m, info in plan.models.items() if info["role"] == "reference"]
+    if cfg.audit is not None and cfg.audit.references:
+        return {"trained_here": False, "n_references": len(refs),
+                "note": "references given (--references): trained elsewhere, their recipe is not known here"}
+    teacher = cfg.teacher
+    t = cfg.training
+    sources = sources or {k: "study config" for k in ("teacher", *RECIPE_TRAINING_KEYS)}
+    return {
+        "trained_here": True,
+        "n_references": len(refs),
+        "teacher": teacher.kind,
+        "teacher_model": ("frozen base (self-distillation)" if teacher.kind == "self"
+                          else "models/_teacher (prepared here on the population, never a candidate)"
+                          if teacher.prepared else teacher.kind),
+        "sft_target": teacher.sft_target,
+        **{k: getattr(t, k) for k in RECIPE_TRAINING_KEYS},
+        "records_per_reference": plan.params.get("records_per_reference"),
+        "background": None,
+        "sources": dict(sources),
+        "source": _summary_source(sources),
+    }
+
+
+def _summary_source(sources: dict[str, str]) -> str:
+    """One word for where the recipe came from: 'flags' (--teacher / --set), 'config <path>', 'preset <name>',
+    'defaults', or several of them joined with ' + '."""
+    kinds = []
+    for s in sources.values():
+        kind = ("flags" if s.startswith(("--teacher", "--set")) else s[2:] if s.startswith("--config")
+                else "defaults" if s.startswith("audit default") else s)
+        if kind not in kinds:
+            kinds.append(kind)
+    return " + ".join(kinds)
+
+
+def recipe_line(recipe: dict[str, Any]) -> str:
+    """One line stating the references' recipe (printed by the CLI, logged at the start of an audit)."""
+    if not recipe.get("trained_here"):
+        return f"references: {recipe.get('n_references')} given (--references), recipe not known here"
+    parts = [f"teacher {recipe['teacher']}"] + [f"{k} {recipe[k]}" for k in RECIPE_TRAINING_KEYS]
+    return (f"references: {recipe['n_references']} trained here on {recipe['records_per_reference']} population "
+            f"records each, " + ", ".join(parts) + f" (from {recipe['source']})")
 
 
 def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print, progress: bool = True) -> Path:
     """Run (or resume) an audit; returns the path of candidates.csv."""
     from leakaudit.study import Study
 
-    study = Study(audit_config(req), log=log, progress=progress, redact=req.redact)
+    study = Study(audit_config(req), log=log, progress=progress, redact=req.redact,
+                  recipe_sources=recipe_sources(req))
     study.run_all()
     return study.run.candidates_csv

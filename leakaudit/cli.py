@@ -273,8 +273,11 @@ def audit(
                                                         "start here; also the base for ratio attacks); default: "
                                                         "the config's base_model."),
     config: Optional[Path] = typer.Option(None, help="Study YAML whose recipe (training, teacher, signals, "
-                                                     "attacks) the references use."),
+                                                     "attacks) the references use: the target's."),
     preset: Optional[str] = typer.Option(None, help="Preset the recipe starts from (default: default)."),
+    teacher: Optional[str] = typer.Option(None, help="The references' teacher, as the target's: self (the frozen "
+                                                     "base), prepared, restated, or a model reference. Without "
+                                                     "--teacher, --config or --preset: self."),
     out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
@@ -285,9 +288,22 @@ def audit(
 
     req = AuditRequest(target=target, candidates=candidates, population=population, references=list(references),
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
-                       config=config, preset=preset, redact=redact)
+                       config=config, preset=preset, teacher=teacher, redact=redact)
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
+    _print_recipe(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")
+
+
+def _print_recipe(root: Path) -> None:
+    """The references' recipe, as audit.json records it (leakaudit.audit.recipe_line)."""
+    import json
+
+    from leakaudit.audit import recipe_line
+
+    path = Path(root) / "audit.json"
+    recipe = json.loads(path.read_text(encoding="utf-8")).get("reference_recipe") if path.is_file() else None
+    if recipe:
+        typer.echo(recipe_line(recipe))
 
 
 @app.command()

@@ -65,7 +65,8 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
                   *, progress: bool = True, log=print) -> tuple[pd.DataFrame, dict | None]:
     """Every attack on every view of the plan. A real study target must have every signal an attack needs (a
     missing one is a bug, so it raises); a null target may lack RMIA's population (its own training records are
-    not a population) and an audit has no IN references: there an unavailable attack is logged and left out."""
+    not a population) and an audit has no IN references (its config carries the offline forms instead,
+    leakaudit.audit.offline_attacks): there an unavailable attack is logged and left out."""
     specs = attack_specs(cfg.attacks)
     frames = []
     best: tuple[float, Any, Any] | None = None

@@ -58,8 +58,11 @@ class Study:
     texts in the report."""
 
     def __init__(self, cfg: StudyConfig, *, force: Iterable[str] = (), log: Callable[[str], None] = print,
-                 progress: bool = True, redact: bool = False):
+                 progress: bool = True, redact: bool = False, recipe_sources: dict[str, str] | None = None):
         self.cfg = cfg
+        self.recipe_sources = recipe_sources
+        """An audit's: where each part of its references' recipe came from (leakaudit.audit.recipe_sources),
+        written to audit.json; None = the study config."""
         self.run = RunDir(cfg.run_dir)
         self.log = log
         self.progress = progress
@@ -164,6 +167,10 @@ class Study:
     # ---- orchestration ----------------------------------------------------------------------------------
     def run_all(self) -> Path:
         self.prepare()
+        if self.is_audit:
+            from leakaudit.audit import recipe_line
+
+            self.log(f"[audit] {recipe_line(self.reference_recipe())}")
         self._write_header()
         for i, stage in enumerate(STAGES):
             if i < self._todo_from:
@@ -543,7 +550,7 @@ class Study:
 
     def _write_audit_table(self, scores) -> None:
         """candidates.csv: one row per candidate, one column per attack (higher = more likely a member), and
-        audit.json: what was audited with what."""
+        audit.json: what was audited with what (the references' recipe, the attacks that ran)."""
         plan = self.plan()
         cand_ids = [r for d in plan.candidates for r in plan.candidates[d]]
         table = (scores.pivot(index="record_id", columns="attack", values="score")
@@ -558,8 +565,18 @@ class Study:
             "target": self.cfg.audit.target, "base_model": self.cfg.base_model, "references": refs,
             "references_trained_here": not self.cfg.audit.references,
             "teacher": self.cfg.teacher.kind, "loss": self.cfg.training.loss,
+            "reference_recipe": self.reference_recipe(),
+            "attacks": {label: {"name": g.attack_name.iloc[0], "params": json.loads(g.params.iloc[0])}
+                        for label, g in scores.groupby("attack", sort=False)},
             "n_candidates": len(cand_ids), "n_population": sum(map(len, plan.population.values())),
             "labels": bool(labels), "config_hash": self.cfg.hash()})
+
+    def reference_recipe(self) -> dict:
+        """An audit's reference_recipe (leakaudit.audit.reference_recipe): teacher, loss, passes, ... and where
+        each came from."""
+        from leakaudit.audit import reference_recipe
+
+        return reference_recipe(self.cfg, self.plan(), self.recipe_sources)
 
     def stage_report(self) -> None:
         import pandas as pd

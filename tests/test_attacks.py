@@ -173,11 +173,18 @@ def test_fixed_golden(name, params, expected):
 #             z: -0.807, -1.257, -0.807 -> P beats none (0), Q beats all (1)
 #   offline a = 1: pr = pr_OUT: P ln((e^-3 + e^-2) / 2) = ln 0.092561 = -2.379921 -> 0.379921 beats z1, z2: 2/3
 #             Q ln((e^-1.5 + e^-1.75) / 2) = ln 0.198452 = -1.617226 -> 0.617226 beats all: 1
+#   offline a = 0.3 (the default, what an audit's rmia_offline runs): pr = (1.3 pr_OUT + 0.7) / 2
+#             P (1.3 * 0.092561 + 0.7) / 2 = 0.410165, ln -0.891196 -> log-ratio -2 + 0.891196 = -1.108804
+#             Q (1.3 * 0.198452 + 0.7) / 2 = 0.478994, ln -0.736067 -> log-ratio -0.263933
+#             z1 (1.3 e^-1 + 0.7) / 2 = 0.589122, ln -0.529123 -> -1.5 + 0.529123 = -0.970877
+#             z2, z3 (1.3 e^-2 + 0.7) / 2 = 0.437968, ln -0.825610 -> -1.124390 and -0.674390
+#             P beats z2 only: 1/3;  Q beats all three: 1
 @pytest.mark.parametrize("params, expected", [
     (None, [2 / 3, 1 / 3, nan]),
     ({"gamma": 1.2}, [1 / 3, 1 / 3, nan]),
     ({"offline": True, "a": 0.0}, [0.0, 1.0, nan]),
     ({"offline": True, "a": 1.0}, [2 / 3, 1.0, nan]),
+    ({"offline": True}, [1 / 3, 1.0, nan]),
 ])
 def test_rmia_golden(params, expected):
     np.testing.assert_allclose(run_attack("rmia", fixed_inputs(), params), expected, rtol=0, atol=1e-12)
@@ -234,6 +241,15 @@ def rmia_matched_inputs() -> AttackInputs:
 #     X (m1): lr_z = [0.8, 0.6, 0.7, 0.9]; lr_x = -2.0 + 3.0 = 1.0 -> beats all -> 1
 #     Y (m3): lr_z = [-0.2, -0.4, -0.3, -0.1]; lr_y = -1.1 + 1.2 = 0.1 -> beats all -> 1
 #     W (m3 only, not m0): lr_z = [-0.2, -0.4, -0.3, -0.1]; lr_w = -1.25 + 1.0 = -0.25 -> beats z2, z3 -> 2/4
+#   offline a = 0.3 (the default; pr = (1.3 pr_OUT + 0.7) / 2 of the record's OUT model on both sides):
+#     X (m1): pr(x) = (1.3 e^-3 + 0.7) / 2 = 0.382362, ln -0.961389 -> lr_x = -2.0 + 0.961389 = -1.038611
+#       z under m1 [-2, -3, -1.5, -2.5]: pr = 0.437968, 0.382362, 0.495035, 0.403355
+#       -> lr_z = [-1.2 + 0.825610, -2.4 + 0.961389, -0.8 + 0.703127, -1.6 + 0.907938]
+#              = [-0.374390, -1.438611, -0.096873, -0.692062] -> beats z2 only -> 1/4
+#     Y (m3): pr(y) = (1.3 e^-1.2 + 0.7) / 2 = 0.545776, ln -0.605546 -> lr_y = -1.1 + 0.605546 = -0.494454
+#       z under m3 [-1, -2, -0.5, -1.5]: lr_z = [-1.2 + 0.529123, -2.4 + 0.825610, -0.8 + 0.295385, -1.6 + 0.703127]
+#              = [-0.670877, -1.574390, -0.504615, -0.896873] -> beats all (z3 by 0.010) -> 1
+#     W (m3): pr(w) = (1.3 e^-1 + 0.7) / 2 -> lr_w = -1.25 + 0.529123 = -0.720877; Y's lr_z -> beats z2, z4 -> 2/4
 # The old code normalised z by every student: pr(z) = mean over m0..m3 = e^m0 (1 + e) / 2, lr_z = W's row
 # [0.179885, -0.020115, 0.079885, 0.279885] for every record: online X 4/4, Y 0/4 (lr_y -0.119868 beats none),
 # W 2/4; offline a = 1: X 4/4, Y 2/4, W 0/4. The score then follows which students scored the record (X's
@@ -241,6 +257,7 @@ def rmia_matched_inputs() -> AttackInputs:
 @pytest.mark.parametrize("params, expected", [
     (None, [0.5, 0.75, 0.5]),
     ({"offline": True, "a": 1.0}, [1.0, 1.0, 0.5]),
+    ({"offline": True}, [0.25, 1.0, 0.5]),
 ])
 def test_rmia_population_prior_uses_the_records_own_models(params, expected):
     np.testing.assert_allclose(run_attack("rmia", rmia_matched_inputs(), params), expected, rtol=0, atol=1e-12)

@@ -1,16 +1,20 @@
 """`leakaudit audit` is a study with the target given: it resumes, and it never reuses work done for another
 target, other candidates or a target changed in place (issue 12, item 1); its records are checked before anything
-is written (items 3, 5, 6)."""
+is written (items 3, 5, 6). Issue 14: its references are trained with the target's recipe (--teacher, --config,
+--preset, --set), which audit.json records with where each part came from and the CLI prints; it runs the offline
+forms of RMIA and LiRA instead of skipping them."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from leakaudit.cli import main
+from leakaudit.config import load_config
 
 FAST = ["--train-references", "2", "--set", "training.epochs=1", "--set", "training.max_new_tokens=4",
         "--set", "training.batch_size=3", "--set", "signals.sampling.n_per_record=2",
@@ -125,8 +129,9 @@ def test_audit_outputs_and_recipe(finished_audit):
     from leakaudit.membership import MembershipPlan
 
     table = pd.read_csv(finished_audit / "candidates.csv")
-    assert len(table) == 6 and {"leaky", "loss", "lira_offline", "is_member"} <= set(table.columns)
+    assert len(table) == 6 and {"leaky", "loss", "lira_offline", "rmia_offline", "is_member"} <= set(table.columns)
     assert not {"lira_online", "rmia"} & set(table.columns)  # online forms need IN references: none in an audit
+    assert table["rmia_offline"].between(0, 1).all() and table["lira_offline"].notna().all()
     audit = json.loads((finished_audit / "audit.json").read_text())
     assert audit["teacher"] == "self" and audit["references_trained_here"] and audit["labels"]
     plan = MembershipPlan.load(finished_audit)
@@ -157,3 +162,176 @@ def test_bad_audit_records_exit_2_naming_line_and_write_nothing(case, audit_inpu
                         "--population", tmp_path / "pop.jsonl", "--base-model", tiny_model_dir, "--out", out, *FAST)
     assert code == 2 and f"{bad}, line {line}" in err and "record " in err, err
     assert not out.exists()
+
+
+# ---- offline forms of the attacks that need IN references (issue 14) ---------------------------------------------
+def test_audit_runs_the_offline_forms_and_reports_their_rows(finished_audit):
+    """Before issue 14 an audit skipped RMIA (and LiRA online) for want of IN references; it now runs RMIA's
+    offline form (a = 0.3) and LiRA offline, and the metrics have a row for each."""
+    import pandas as pd
+
+    scores = pd.read_parquet(finished_audit / "scores.parquet")
+    rmia = scores[scores.attack == "rmia_offline"]
+    assert len(rmia) == 6 and set(rmia.attack_name) == {"rmia"}
+    assert json.loads(rmia.params.iloc[0]) == {"offline": True, "a": 0.3, "gamma": 1.0}
+    assert len(scores[scores.attack == "lira_offline"]) == 6
+    assert not {"rmia", "lira_online"} & set(scores.attack)
+    metrics = pd.read_csv(finished_audit / "metrics.csv")
+    label = "label" if "label" in metrics.columns else "attack"
+    assert {"rmia_offline", "lira_offline"} <= set(metrics[label])
+    audit = json.loads((finished_audit / "audit.json").read_text())
+    assert audit["attacks"]["rmia_offline"] == {"name": "rmia", "params": {"offline": True, "a": 0.3, "gamma": 1.0}}
+    assert "lira_online" not in audit["attacks"] and "lira_offline" in audit["attacks"]
+
+
+def test_offline_attacks_replace_each_online_form_in_place():
+    from leakaudit.audit import offline_attacks
+    from leakaudit.config import AttackSpecConfig
+    from leakaudit.scoring import attack_specs
+
+    default = offline_attacks([])
+    names = [(a.display, a.name) for a in default]
+    everything = [a.display for a in attack_specs([])]
+    assert ("rmia_offline", "rmia") in names and ("lira_offline", "lira_offline") in names
+    assert not {"rmia", "lira_online"} & {d for d, _ in names}
+    assert len(default) == len(everything) - 1  # lira_online's offline form is already in the list: kept once
+    assert [a.display for a in default] == [{"rmia": "rmia_offline"}.get(d, d) for d in everything
+                                            if d != "lira_online"]  # in place, order kept
+    given = [AttackSpecConfig("rmia", {"a": 0.6, "gamma": 2.0}), AttackSpecConfig("lira_online", {"min_std": 0.01},
+                                                                                   label="lira_wide"),
+             AttackSpecConfig("rmia", {"offline": True, "a": 0.1}, label="rmia_a01"), AttackSpecConfig("loss")]
+    out = {a.display: (a.name, a.params) for a in offline_attacks(given)}
+    assert out == {"rmia_offline": ("rmia", {"offline": True, "a": 0.6, "gamma": 2.0}),
+                   "lira_wide_offline": ("lira_offline", {"global_variance": True, "min_std": 0.01}),
+                   "rmia_a01": ("rmia", {"offline": True, "a": 0.1, "gamma": 1.0}), "loss": ("loss", {})}
+
+
+# ---- the references' recipe (issue 14) ---------------------------------------------------------------------------
+def _request(**kw):
+    from leakaudit.audit import AuditRequest
+
+    return AuditRequest(target="some/model", candidates=Path("c.jsonl"), population=Path("p.jsonl"), **kw)
+
+
+def test_recipe_comes_from_teacher_preset_config_and_set_and_says_where(tmp_path):
+    from leakaudit.audit import audit_config, recipe_sources
+
+    # nothing given: self-distillation from the frozen base, training from the default preset
+    req = _request(overrides=["training.epochs=2"])
+    cfg = audit_config(req)
+    assert cfg.teacher.kind == "self"
+    src = recipe_sources(req)
+    assert src["teacher"].startswith("audit default") and src["epochs"] == "--set training.epochs"
+    assert src["loss"] == "preset default"
+    # --preset: the preset's teacher too (before issue 14 an audit self-distilled whatever the preset said)
+    req = _request(preset="default")
+    assert audit_config(req).teacher.kind == "prepared" and recipe_sources(req)["teacher"] == "preset default"
+    # --config: its training and teacher sections; --teacher over it; --set over both
+    config = tmp_path / "target.yaml"
+    config.write_text("preset: quick\nteacher: {kind: prepared}\ntraining: {loss: jsd, epochs: 3}\n")
+    req = _request(config=config)
+    cfg = audit_config(req)
+    assert (cfg.teacher.kind, cfg.training.loss, cfg.training.epochs) == ("prepared", "jsd", 3)
+    src = recipe_sources(req)
+    assert src["teacher"] == src["loss"] == src["epochs"] == f"--config {config}"
+    assert src["batch_size"] == "preset quick"
+    req = _request(config=config, teacher="restated", overrides=["training.epochs=1"])
+    cfg = audit_config(req)
+    assert (cfg.teacher.kind, cfg.training.epochs) == ("restated", 1) and cfg.teacher.sft_target == "restated"
+    src = recipe_sources(req)
+    assert (src["teacher"], src["epochs"], src["loss"]) == ("--teacher", "--set training.epochs", f"--config {config}")
+
+
+def test_teacher_flag_takes_a_model_reference(tiny_model_dir_b):
+    from leakaudit.audit import audit_config, reference_recipe
+    from leakaudit.membership import disjoint_plan
+
+    cfg = audit_config(_request(teacher=tiny_model_dir_b))
+    assert cfg.teacher.kind == tiny_model_dir_b and not cfg.teacher.prepared
+    plan = disjoint_plan(["c0", "c1"], ["p0", "p1", "p2", "p3"], domain="math", n_references=2,
+                         records_per_reference=2, seed=0)
+    recipe = reference_recipe(cfg, plan)
+    assert recipe["teacher"] == recipe["teacher_model"] == tiny_model_dir_b and recipe["records_per_reference"] == 2
+    assert set(recipe["sources"].values()) == {"study config"}  # no request: the run's own config
+
+
+def test_teacher_flag_is_part_of_the_config_hash():
+    from leakaudit.audit import audit_config
+
+    hashes = {audit_config(_request(teacher=t)).hash() for t in ("self", "prepared", "restated")}
+    assert len(hashes) == 3  # an --out holding another teacher's references is refused, never reused
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"teacher": "prepard"}, "--teacher 'prepard'"),
+    ({"teacher": " "}, "--teacher"),
+    ({"preset": "defualt"}, "--preset 'defualt'"),
+    ({"config": Path("no_such.yaml")}, "--config"),
+    ({"teacher": "self", "overrides": ["teacher.kind=prepared"]}, "--teacher 'self' and --set"),
+])
+def test_bad_recipe_flags_are_errors_naming_the_flag(kw, needle, tmp_path, monkeypatch):
+    from leakaudit.audit import audit_config
+    from leakaudit.errors import LeakauditError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LeakauditError, match=re.escape(needle)):
+        audit_config(_request(**kw))
+
+
+def test_bad_teacher_exits_2_naming_it_and_writes_nothing(audit_inputs, tiny_model_dir, capsys, tmp_path):
+    tmp, target = audit_inputs
+    out = tmp_path / "run"
+    code, _, err = _audit(capsys, tmp, target, out, "--teacher", tmp_path, base_model=tiny_model_dir)
+    assert code == 2 and "--teacher" in err and "no config.json" in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_printed_summary_states_the_recipe(finished_audit, audit_inputs, tiny_model_dir, capsys):
+    tmp, target = audit_inputs
+    code, out, err = _audit(capsys, tmp, target, finished_audit, base_model=tiny_model_dir)  # resumes
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("references:"))
+    assert "2 trained here" in line and "teacher self" in line and "epochs 1" in line and "batch_size 3" in line
+    assert "[audit] references: 2 trained here" in err  # logged before the stages run
+    recipe = json.loads((finished_audit / "audit.json").read_text())["reference_recipe"]
+    assert recipe["teacher"] == "self" and recipe["teacher_model"] == "frozen base (self-distillation)"
+    preset = load_config(preset="default").training
+    assert (recipe["loss"], recipe["epochs"], recipe["batch_size"], recipe["max_new_tokens"]) == \
+        (preset.loss, 1, 3, 4)
+    assert recipe["learning_rate"] == preset.learning_rate and recipe["records_per_reference"] >= 1 and recipe["n_references"] == 2
+    assert recipe["sources"]["teacher"].startswith("audit default")
+    assert recipe["sources"]["epochs"] == "--set training.epochs"
+    assert "defaults" in recipe["source"] and "flags" in recipe["source"]
+
+
+@pytest.fixture(scope="module")
+def prepared_audit(audit_inputs, tiny_model_dir, tmp_path_factory):
+    tmp, target = audit_inputs
+    out = tmp_path_factory.mktemp("prepared") / "run"
+    code = main([str(a) for a in ["audit", "--target", target, "--candidates", tmp / "cands.jsonl", "--population",
+                                  tmp / "pop.jsonl", "--base-model", tiny_model_dir, "--out", out, *FAST,
+                                  "--teacher", "prepared", "--set", "teacher.prep={epochs: 1, batch_size: 3}"]])
+    assert code == 0
+    return out
+
+
+def test_prepared_teacher_audit_trains_its_references_with_that_teacher(prepared_audit):
+    from leakaudit.data.records import read_jsonl
+    from leakaudit.membership import MembershipPlan
+
+    out = prepared_audit
+    plan = MembershipPlan.load(out)
+    teacher_meta = json.loads((out / "models" / "_teacher" / "meta.json").read_text())
+    assert teacher_meta["sft_target"] == "privileged"
+    candidates = {r.record_id for r in read_jsonl(out / "records.jsonl")} - set(plan.population["math"])
+    assert set(teacher_meta["record_ids"]) <= set(plan.population["math"])
+    assert not set(teacher_meta["record_ids"]) & candidates
+    refs = plan.models_of("math", "reference")
+    assert len(refs) == 2
+    for m in refs:  # every reference distilled from the prepared teacher, not from the frozen base
+        assert json.loads((out / "models" / m / "meta.json").read_text())["teacher_model"] == \
+            str(out / "models" / "_teacher")
+    recipe = json.loads((out / "audit.json").read_text())["reference_recipe"]
+    assert recipe["teacher"] == "prepared" and recipe["sft_target"] == "privileged"
+    assert recipe["sources"]["teacher"] == "--teacher"
+    assert recipe["teacher_model"].startswith("models/_teacher")
