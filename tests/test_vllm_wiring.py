@@ -174,7 +174,9 @@ def test_tiny_study_end_to_end_on_the_vllm_backend(trainers_imported, fake_vllm,
     assert set(scores.target) == {"math-s0", "math-s1", "math-s2", "math-s3", "math-null"}
     assert (root / "report.html").is_file()
     opened = [llm.kwargs for llm in fake_vllm.llms]
-    assert len(opened) == 5 + 6  # each of the 5 targets to sample; base, 4 students and null to score
+    # each of the 5 targets to sample; base, 4 students and null to score; the teacher once more, for the teacher
+    # stage's literalness scores (leakaudit.literalness, issue 14)
+    assert len(opened) == 5 + 6 + 1
     for kwargs in opened:
         assert not {"score_batch_size", "autocast_bf16"} & set(kwargs)
         assert kwargs.get("trust_remote_code", False) is False
