@@ -360,7 +360,8 @@ def child_trl(spec: dict, work: Path) -> dict:
     seen: dict = {"record_ids": [], "tokenized": [], "completion_lengths": [], "loss": []}
     orig = {"gen": SDFTTrainer._generate_transformers, "fwd": SDFTTrainer._forward_logits,
             "tok": SDFTTrainer._tokenize_prompts, "prep": SDFTTrainer._prepare_training_batch,
-            "clip": SDFTTrainer._clip_grad_norm, "backward": Accelerator.backward}
+            # Trainer._clip_grad_norm exists from transformers 4.57 on; older Trainers clip inline (not timed apart)
+            "clip": getattr(SDFTTrainer, "_clip_grad_norm", None), "backward": Accelerator.backward}
 
     def gen(self, prompt_ids):
         out = orig["gen"](self, prompt_ids)
@@ -398,7 +399,8 @@ def child_trl(spec: dict, work: Path) -> dict:
     SDFTTrainer._forward_logits = probe.wrap(orig["fwd"], _forward_phase)
     SDFTTrainer._tokenize_prompts = tokenize
     SDFTTrainer._prepare_training_batch = prep
-    SDFTTrainer._clip_grad_norm = probe.wrap(orig["clip"], lambda *a, **k: "optimizer")
+    if orig["clip"] is not None:
+        SDFTTrainer._clip_grad_norm = probe.wrap(orig["clip"], lambda *a, **k: "optimizer")
     Accelerator.backward = probe.wrap(orig["backward"], lambda *a, **k: "backward")
     args = trl_config(spec, str(work / "trl_out"))
     before = _status_kb("VmRSS")
@@ -406,7 +408,10 @@ def child_trl(spec: dict, work: Path) -> dict:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            trainer = SDFTTrainer(model=spec["model_dir"], args=args, train_dataset=dataset, callbacks=[Timing()])
+            # our tokenizer object (leakaudit.models.load_tokenizer reads the dequantised checkpoint on every
+            # transformers version pyproject allows; AutoProcessor on the floor version does not)
+            trainer = SDFTTrainer(model=spec["model_dir"], args=args, train_dataset=dataset, callbacks=[Timing()],
+                                  processing_class=ours_tok)
         init_s = time.time() - t0
         rss_after_init = _status_kb("VmRSS")
         probe.start_hook()
@@ -414,7 +419,9 @@ def child_trl(spec: dict, work: Path) -> dict:
     finally:
         SDFTTrainer._generate_transformers, SDFTTrainer._forward_logits = orig["gen"], orig["fwd"]
         SDFTTrainer._tokenize_prompts, SDFTTrainer._prepare_training_batch = orig["tok"], orig["prep"]
-        SDFTTrainer._clip_grad_norm, Accelerator.backward = orig["clip"], orig["backward"]
+        Accelerator.backward = orig["backward"]
+        if orig["clip"] is not None:
+            SDFTTrainer._clip_grad_norm = orig["clip"]
         probe.stop_hook()
     wall = time.time() - t0
     opt = trainer.optimizer
