@@ -201,6 +201,8 @@ def main() -> None:
                                           "after_no_fused_adamw,after_micro4,after_micro2,after_lora16,"
                                           "after_lora16_no_rollout_copy")
     ap.add_argument("--no-abba", action="store_true", help="run each setting once (default: order, then reversed)")
+    ap.add_argument("--records-jsonl", default="", help="take the first 8 records of this file (e.g. a run's "
+                    "records.jsonl: the default study's own prompts) instead of bench_records(8)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--note", default="")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "opd_step.json"))
@@ -212,7 +214,12 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown settings {unknown}; known: {list(SETTINGS)}")
     order = names if args.no_abba else names + names[::-1]
-    records = bench_records(8)
+    if args.records_jsonl:
+        from leakaudit.data.records import read_jsonl
+
+        records = read_jsonl(args.records_jsonl)[:8]
+    else:
+        records = bench_records(8)
     tok = load_tokenizer("smollm2-135m")
     load_before = os.getloadavg()
     peak_before = matmul_gflops("bfloat16", 2048, 3)
