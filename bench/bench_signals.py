@@ -297,16 +297,9 @@ def abba(names: list[str], rep: int) -> list[str]:
 def matmul_gflops_cpu(dtype: str, n: int = 2048, reps: int = 3) -> float:
     """bench_peak.matmul_gflops timed by this process's CPU clock instead of the wall clock: the core's peak
     while this job runs, whoever else shares the core (the yardstick for GFLOP per CPU second)."""
-    dt = getattr(torch, dtype)
-    gen = torch.Generator().manual_seed(n)
-    a, b = torch.randn(n, n, generator=gen).to(dt), torch.randn(n, n, generator=gen).to(dt)
-    torch.matmul(a, b)
-    best = float("inf")
-    for _ in range(reps):
-        start = time.process_time()
-        torch.matmul(a, b)
-        best = min(best, time.process_time() - start)
-    return 2.0 * n ** 3 / best / 1e9
+    from bench_peak import matmul_gflops
+
+    return matmul_gflops(dtype, n, reps, clock=time.process_time)
 
 
 def timed_cpu(fn):
