@@ -83,6 +83,12 @@ class RunDir:
         return self.root / "blind_text_null.csv"
 
     @property
+    def realism(self) -> Path:
+        """Report stage: the targets' realism card (training-set size and passes, base -> target KL, task quality,
+        sample entropy; leakaudit.realism)."""
+        return self.root / "realism.json"
+
+    @property
     def plots(self) -> Path:
         return self.root / "plots"
 

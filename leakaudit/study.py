@@ -154,7 +154,7 @@ class Study:
             return sorted(set(existing) | set(planned))
         # the literalness files count only where they exist: a run finished before they were written keeps the
         # output digest its markers hold (a deleted file is still noticed: the marker was written with it)
-        since = {"teacher": [run.teacher_literalness], "attacks": [run.sample_literalness]}
+        since = {"teacher": [run.teacher_literalness], "attacks": [run.sample_literalness], "report": [run.realism]}
         return {
             "records": [run.records, run.teacher_records],
             "plan": [run.membership, run.plan_dir / "plan.json"],
