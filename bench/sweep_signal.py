@@ -27,7 +27,19 @@ from leakaudit.study import Study
 # name -> overrides on top of the preset (quick: the first default study's settings). One factor at a time,
 # except the last two points, which combine what the earlier ones showed was needed.
 CODE_ONLY = "data.domains={code: {source: humaneval}}"
+# Issue 14's regime: a background set shared by every student, a few passes, 8 students (3 matched OUT references
+# per record), the subset-balanced keep matrix, full-vocabulary reverse KL. One teacher per point: `restated` (answers
+# from its context in another surface form) or `prepared` (copies its context). regime_code_restated = preset default.
+REGIME = ["data.n_population=16", "data.n_teacher_records=64", "data.n_background=32", "data.n_candidates=24",
+          "plan.n_students=8", "plan.keep_design=balanced_subsets", "training.loss=full_rkl", "training.epochs=3",
+          "training.batch_size=8", "training.max_new_tokens=48", "signals.sampling.max_new_tokens=48"]
 POINTS: dict[str, list[str]] = {
+    "regime_code_restated": [CODE_ONLY, *REGIME, "teacher.kind=restated"],
+    "regime_code_prepared": [CODE_ONLY, *REGIME, "teacher.kind=prepared"],
+    "regime_math_restated": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=restated"],
+    "regime_math_prepared": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared"],
+    "regime_medical_restated": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=restated"],
+    "regime_medical_prepared": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=prepared"],
     # the hand experiment of issue 6 inside the pipeline: a teacher prepared on 96 records, 8 members per student
     "code_teacher96_m8_e30": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96", "data.n_candidates=16",
                               "training.epochs=30", "training.batch_size=8", "training.max_new_tokens=48"],

@@ -95,6 +95,13 @@ class DataConfig:
     """Extra records per domain for preparing the teacher only (teacher.kind: prepared or restated): disjoint from the
     candidates and the population, never trained on by a student, never scored. A teacher that has learnt to
     answer from its context needs far more examples than the population holds."""
+    n_background: int = 0
+    """Records per domain that every student of the domain (and its null student) trains on besides its IN
+    candidates: the same set for all of them, disjoint from the candidates, the population and the teacher
+    records (the next slice of the seeded shuffle), never scored. With a background set the candidates are a
+    minority of a student's training set, as in OPD runs over many records for a few passes (training.epochs),
+    and the probability changes caused by training on other records are shared by a target and its
+    references. 0 = each student trains on its IN candidates only."""
     max_prompt_tokens: int = 384
     """Token budget for a record's prompt; longer records are an input error."""
     max_privileged_tokens: int = 384
@@ -113,6 +120,8 @@ class DataConfig:
             raise ConfigError(f"data.n_population: must be >= 0, got {self.n_population}")
         if self.n_teacher_records < 0:
             raise ConfigError(f"data.n_teacher_records: must be >= 0, got {self.n_teacher_records}")
+        if self.n_background < 0:
+            raise ConfigError(f"data.n_background: must be >= 0, got {self.n_background}")
         for name in ("max_prompt_tokens", "max_privileged_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"data.{name}: must be >= 1, got {getattr(self, name)}")

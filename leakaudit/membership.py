@@ -14,6 +14,11 @@ Two designs (docs/architecture.md, "Membership plan"):
 The plan is also the one place that answers "which references, IN and OUT, score record r for target t"
 (`MembershipPlan.matched_references`, over the keep matrix held as a bool array, `MembershipPlan.keep`).
 
+A study may also give each domain a *background set* (``MembershipPlan.background``): records that are never
+candidates nor population, trained on by every student and the null student of the domain, so that a candidate is
+a minority of what a student trains on, as in real OPD runs, and what training on other records does to a model
+is shared by a target and its references.
+
 Members and non-members come from one shuffled pool: the split is a function of the seed alone, never of a
 record's content or source order. Population records are held out of every candidate set; they feed the
 null student, RMIA's population comparison and (optionally) teacher preparation.
@@ -55,10 +60,14 @@ class MembershipPlan:
     candidates: dict[str, list[str]]
     population: dict[str, list[str]]
     table: pd.DataFrame = field(repr=False)
+    background: dict[str, list[str]] = field(default_factory=dict)
+    """Per domain: records every trained model of the domain (students, null student) trains on besides its own
+    records; never a candidate, never population. Empty = no background set (the earlier design)."""
 
     # ---- queries -------------------------------------------------------------------------------------
     def members(self, model_id: str) -> list[str]:
-        """Record ids `model_id` trains on, in plan order (training shuffles them itself)."""
+        """Record ids `model_id` trains on, in plan order (training shuffles them itself): its IN candidates (or
+        population records for a null student), then the domain's background set."""
         t = self.table
         return t.loc[(t.model_id == model_id) & t.is_member, "record_id"].tolist()
 
@@ -143,10 +152,11 @@ class MembershipPlan:
         directory = Path(directory)
         with atomic_path(directory / TABLE_FILE) as tmp:
             self.table.to_parquet(tmp, index=False)
-        write_json(directory / PLAN_FILE, {
-            "design": self.design, "seed": self.seed, "params": self.params, "models": self.models,
-            "candidates": self.candidates, "population": self.population,
-        })
+        meta = {"design": self.design, "seed": self.seed, "params": self.params, "models": self.models,
+                "candidates": self.candidates, "population": self.population}
+        if any(self.background.values()):  # written only when there is one, so earlier plans read back equal
+            meta["background"] = self.background
+        write_json(directory / PLAN_FILE, meta)
 
     @classmethod
     def load(cls, directory: str | Path) -> "MembershipPlan":
@@ -167,6 +177,7 @@ class MembershipPlan:
         b = other.table.sort_values(["model_id", "record_id"]).reset_index(drop=True)
         return (self.design == other.design and self.seed == other.seed and self.models == other.models
                 and self.candidates == other.candidates and self.population == other.population
+                and {d: v for d, v in self.background.items() if v} == {d: v for d, v in other.background.items() if v}
                 and a.equals(b))
 
 
@@ -237,6 +248,16 @@ def teacher_slice(record_ids: Sequence[str], n_candidates: int, n_population: in
     split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher)
     start = n_candidates + n_population
     return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_teacher]
+
+
+def background_slice(record_ids: Sequence[str], n_candidates: int, n_population: int, n_teacher: int,
+                     n_background: int, seed: int, salt: str = "") -> list[str]:
+    """The `n_background` records that follow the candidates, the population and the teacher records in
+    `split_pool`'s shuffle: disjoint from all three by construction, and a function of the seed alone (so the
+    candidates, population and teacher records of a run without a background set are unchanged by adding one)."""
+    split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher + n_background)
+    start = n_candidates + n_population + n_teacher
+    return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_background]
 
 
 def _shuffled(ids: list[str], seed: int, salt: str) -> list[str]:
@@ -317,25 +338,42 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
 
 
 def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_candidates: int, n_population: int,
-                     seed: int, null_student: bool = True, keep_design: str = "lira") -> MembershipPlan:
+                     seed: int, null_student: bool = True, keep_design: str = "lira",
+                     background: dict[str, Sequence[str]] | None = None) -> MembershipPlan:
     """Study plan: for each domain, cut its pool into candidates and population, then a balanced keep matrix.
 
     Model ids: ``<domain>-s<j>`` for students, ``<domain>-null`` for the null student (trained on
     n_candidates/2 population records, i.e. as many records as each student, but none of them candidates).
     keep_design: 'lira' (``keep_matrix``) or 'balanced_subsets' (``balanced_subsets_keep_matrix``).
+    background: per domain, record ids (not in its pool) that every student and the null student of the domain
+    also train on: the same set for all of them, so what it does to a model is shared by a target and its
+    references (the regime of real OPD runs, where candidates are a minority of the training set).
     """
     if keep_design not in KEEP_DESIGNS:
         raise ConfigError(f"plan.keep_design must be one of {KEEP_DESIGNS}, got {keep_design!r}")
     build = keep_matrix if keep_design == "lira" else balanced_subsets_keep_matrix
+    background = {d: list(ids) for d, ids in (background or {}).items() if ids}
+    unknown = set(background) - set(pools)
+    if unknown:
+        raise ConfigError(f"background set for unknown domains {sorted(unknown)}")
     rows, models, candidates, population = [], {}, {}, {}
     for domain in sorted(pools):
         cand, pop = split_pool(list(pools[domain]), n_candidates, n_population, seed, salt=domain)
         candidates[domain], population[domain] = cand, pop
+        shared = background.get(domain, [])
+        if len(set(shared)) != len(shared):
+            raise InputError(f"domain {domain}: duplicate record ids in the background set")
+        clash = set(shared) & set(pools[domain])
+        if clash:
+            raise InputError(f"domain {domain}: {len(clash)} background records are also in the candidate/"
+                             f"population pool (e.g. {sorted(clash)[0]}); the background must exclude every "
+                             "candidate and population record")
         keep = build(n_students, len(cand), _stable_seed(seed, "keep", domain) % 2**32)
         for j in range(n_students):
             model_id = f"{domain}-s{j}"
             models[model_id] = {"domain": domain, "role": "student"}
             rows += [(rid, model_id, bool(keep[j, i])) for i, rid in enumerate(cand)]
+            rows += [(rid, model_id, True) for rid in shared]
         if null_student:
             model_id = f"{domain}-null"
             n_null = n_candidates // 2
@@ -345,12 +383,16 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
             models[model_id] = {"domain": domain, "role": "null"}
             rows += [(rid, model_id, False) for rid in cand]
             rows += [(rid, model_id, True) for rid in pop[:n_null]]
+            rows += [(rid, model_id, True) for rid in shared]
     table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
     params = {"n_students": n_students, "n_candidates": n_candidates, "n_population": n_population,
               "null_student": null_student}
     if keep_design != "lira":  # recorded only when not the default, so existing plans compare equal
         params["keep_design"] = keep_design
-    return MembershipPlan("keep_matrix", seed, params, models, candidates, population, table)
+    if background:
+        params["n_background"] = {d: len(v) for d, v in sorted(background.items())}
+    return MembershipPlan("keep_matrix", seed, params, models, candidates, population, table,
+                          background={d: background[d] for d in sorted(background)})
 
 
 def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domain: str, n_references: int,

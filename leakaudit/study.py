@@ -31,7 +31,7 @@ from leakaudit.data.records import Record, check_unique, read_jsonl, record_line
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
-                                  split_pool, teacher_slice)
+                                  background_slice, split_pool, teacher_slice)
 from leakaudit.rundir import RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
@@ -77,6 +77,7 @@ class Study:
         self._tokenizer = None
         self._records: dict[str, Record] | None = None
         self._teacher_records: list[Record] | None = None
+        self._background: dict[str, list[str]] = {}
         self._plan: MembershipPlan | None = None
         self._todo_from: int | None = None
         self._digests: dict[str, str] = {}
@@ -190,8 +191,9 @@ class Study:
             records, teacher_pool = cands + pop, []
             self._plan = self._audit_plan(cands, pop)
         else:
-            records, teacher_pool = self._study_records()
-            self._plan = self._study_plan(records)
+            records, teacher_pool, background = self._study_records()
+            self._plan = self._study_plan(records, background)
+            records = records + [r for d in sorted(background) for r in background[d]]
         self._records = {r.record_id: r for r in records}
         self._teacher_records = teacher_pool
         self._check_model_refs()
@@ -295,12 +297,16 @@ class Study:
         stage_marks.write_mark(self.run.root, stage, self._stage_inputs(stage, upstream), self.stage_outputs(stage))
 
     # ---- records (in memory; checked before anything is written) -----------------------------------------
-    def _study_records(self) -> tuple[list[Record], list[Record]]:
+    def _study_records(self) -> tuple[list[Record], list[Record], dict[str, list[Record]]]:
+        """(candidates + population of every domain, teacher-only records, background records per domain): disjoint
+        slices of each domain's seeded shuffle, in that order (membership.split_pool / teacher_slice /
+        background_slice)."""
         from leakaudit.data.sources import load_source
 
         data = self.cfg.data
         chosen: list[Record] = []
         teacher_pool: list[Record] = []
+        background: dict[str, list[Record]] = {}
         for domain, spec in data.domains.items():
             options = dict(spec.options)
             if spec.source == "file":
@@ -324,16 +330,21 @@ class Study:
                 pool = kept
             by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
-                                    n_teacher=data.n_teacher_records)
+                                    n_teacher=data.n_teacher_records + data.n_background)
             chosen += [by_id[r] for r in cand + popn]
             if data.n_teacher_records:
                 teacher_ids = teacher_slice(list(by_id), data.n_candidates, data.n_population,
                                             data.n_teacher_records, self.cfg.seed, salt=domain)
                 teacher_pool += [by_id[r] for r in teacher_ids]
+            if data.n_background:
+                background[domain] = [by_id[r] for r in background_slice(
+                    list(by_id), data.n_candidates, data.n_population, data.n_teacher_records, data.n_background,
+                    self.cfg.seed, salt=domain)]
             self.log(f"[records] {domain}: {len(pool)} from '{spec.source}' ({dropped} over the token budget "
                      f"dropped), using {len(cand)} candidates + {len(popn)} population"
-                     + (f" + {data.n_teacher_records} teacher-only" if data.n_teacher_records else ""))
-        return chosen, teacher_pool
+                     + (f" + {data.n_teacher_records} teacher-only" if data.n_teacher_records else "")
+                     + (f" + {data.n_background} background" if data.n_background else ""))
+        return chosen, teacher_pool, background
 
     def _audit_records(self) -> tuple[list[Record], list[Record]]:
         """Candidates then population, as given: one domain, no record in both, every record within budget."""
@@ -381,14 +392,15 @@ class Study:
                 return name, n, limit
         return None
 
-    def _study_plan(self, records: list[Record]) -> MembershipPlan:
+    def _study_plan(self, records: list[Record], background: dict[str, list[Record]]) -> MembershipPlan:
         pools: dict[str, list[str]] = {}
         for r in records:
             pools.setdefault(r.domain, []).append(r.record_id)
         p = self.cfg.plan
         return keep_matrix_plan(pools, n_students=p.n_students, n_candidates=self.cfg.data.n_candidates,
                                 n_population=self.cfg.data.n_population, seed=self.cfg.seed,
-                                null_student=p.null_student, keep_design=p.keep_design)
+                                null_student=p.null_student, keep_design=p.keep_design,
+                                background={d: [r.record_id for r in recs] for d, recs in background.items()})
 
     def _audit_plan(self, cands: list[Record], pop: list[Record]) -> MembershipPlan:
         """The disjoint design with the given target; its labels are the candidates' meta.is_member when every

@@ -57,8 +57,8 @@ def test_file_overrides_preset(tmp_path):
 
 
 def test_default_preset_is_the_measured_sweep_point():
-    """README's default-study table comes from bench/sweep_signal.py's code_body_m8_e30_balanced_full_rkl run (on top
-    of preset quick): the default preset must resolve to exactly that config, name aside."""
+    """README's default-study table comes from bench/sweep_signal.py's regime_code_restated run (on top of preset
+    quick): the default preset must resolve to exactly that config, name aside."""
     import importlib.util
     from pathlib import Path
 
@@ -66,7 +66,7 @@ def test_default_preset_is_the_measured_sweep_point():
     spec = importlib.util.spec_from_file_location("sweep_signal", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    measured = load_config(preset="quick", overrides=[*sweep.POINTS["code_body_m8_e30_balanced_full_rkl"], "name=default"])
+    measured = load_config(preset="quick", overrides=[*sweep.POINTS["regime_code_restated"], "name=default"])
     assert load_config(preset="default").to_dict() == measured.to_dict()
 
 
@@ -81,7 +81,7 @@ def test_offline_presets_fit_their_pools(preset, tmp_path):
     study = Study(cfg, progress=False, log=lambda m: None)
     study.prepare()  # loads, filters and splits every source in memory (raises if a pool is too small)
     study.stage_records()
-    per_domain = cfg.data.n_candidates + cfg.data.n_population
+    per_domain = cfg.data.n_candidates + cfg.data.n_population + cfg.data.n_background
     assert len(read_jsonl(study.run.records)) == per_domain * len(cfg.data.domains)
     if cfg.data.n_teacher_records:
         assert len(read_jsonl(study.run.teacher_records)) == cfg.data.n_teacher_records * len(cfg.data.domains)

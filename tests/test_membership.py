@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from leakaudit.errors import ConfigError, InputError
-from leakaudit.membership import (MembershipPlan, balanced_subsets_keep_matrix, disjoint_plan, keep_matrix,
-                                 keep_matrix_plan, split_pool, teacher_slice)
+from leakaudit.membership import (MembershipPlan, background_slice, balanced_subsets_keep_matrix, disjoint_plan,
+                                 keep_matrix, keep_matrix_plan, split_pool, teacher_slice)
 
 
 def _pools(n=30):
@@ -165,6 +165,90 @@ def test_teacher_slice_is_disjoint_and_leaves_the_split_unchanged():
     assert teacher_slice(list(reversed(ids)), 8, 6, 10, seed=3, salt="math") == teach
     with pytest.raises(ConfigError, match="10 teacher records"):
         teacher_slice(ids, 8, 14, 10, seed=3)
+
+
+def test_background_slice_is_disjoint_from_candidates_population_and_teacher_records():
+    ids = [f"r{i:02d}" for i in range(40)]
+    cand, pop = split_pool(ids, 8, 6, seed=3, salt="code")
+    teach = teacher_slice(ids, 8, 6, 10, seed=3, salt="code")
+    back = background_slice(ids, 8, 6, 10, 12, seed=3, salt="code")
+    assert len(back) == 12 and len(set(back)) == 12
+    assert not set(back) & (set(cand) | set(pop) | set(teach))
+    # adding a background set moves no candidate, population or teacher record
+    assert split_pool(ids, 8, 6, seed=3, salt="code", n_teacher=22) == (cand, pop)
+    assert background_slice(list(reversed(ids)), 8, 6, 10, 12, seed=3, salt="code") == back
+    with pytest.raises(ConfigError, match="requested"):
+        background_slice(ids, 8, 6, 10, 17, seed=3)
+
+
+def _background_plan(n_students=8, keep_design="balanced_subsets"):
+    pools = {"code": [f"c{i:03d}" for i in range(40)], "math": [f"m{i:03d}" for i in range(40)]}
+    background = {"code": [f"bc{i:02d}" for i in range(20)], "math": [f"bm{i:02d}" for i in range(10)]}
+    return keep_matrix_plan(pools, n_students=n_students, n_candidates=24, n_population=12, seed=5,
+                            keep_design=keep_design, background=background), background
+
+
+def test_background_is_the_same_for_every_student_and_never_a_candidate():
+    plan, background = _background_plan()
+    for domain in ("code", "math"):
+        cand, pop = set(plan.candidates[domain]), set(plan.population[domain])
+        shared = set(background[domain])
+        assert plan.background[domain] == background[domain]
+        assert not shared & cand and not shared & pop
+        students = plan.models_of(domain, "student")
+        assert len(students) == 8
+        for m in students + [f"{domain}-null"]:
+            members = set(plan.members(m))
+            assert members & shared == shared  # every trained model of the domain trains on all of it
+            assert not members & set(background["math" if domain == "code" else "code"])  # never another domain's
+        for m in students:  # besides the background: IN candidates only, 12 of 24 (a minority when |B| = 20)
+            assert set(plan.members(m)) - shared <= cand and len(set(plan.members(m)) - shared) == 12
+        assert set(plan.members(f"{domain}-null")) - shared <= pop
+        for rid in cand:  # every candidate IN for exactly half the students
+            assert sum(plan.is_member(m, rid) for m in students) == 4
+        # the keep matrix and the labels see candidates only: the background changes neither
+        models, records, keep = plan.keep(domain)
+        assert records == plan.candidates[domain] and keep.sum(0).tolist() == [4] * 24
+        assert set(plan.labels(students[0])) == cand
+
+
+def test_background_leaves_the_keep_matrix_and_references_unchanged():
+    with_bg, _ = _background_plan()
+    pools = {"code": [f"c{i:03d}" for i in range(40)], "math": [f"m{i:03d}" for i in range(40)]}
+    without = keep_matrix_plan(pools, n_students=8, n_candidates=24, n_population=12, seed=5,
+                               keep_design="balanced_subsets")
+    assert with_bg.candidates == without.candidates and with_bg.population == without.population
+    assert (with_bg.keep("code")[2] == without.keep("code")[2]).all()
+    view = with_bg.views()[0]
+    k_in, k_out = with_bg.reference_counts()
+    assert (k_in, k_out) == (3, 3)  # 8 students: 3 matched OUT (and IN) references for every record
+    a = with_bg.matched_references(view, k_in, k_out)
+    b = without.matched_references(view, k_in, k_out)
+    assert (a.outs == b.outs).all() and (a.ins == b.ins).all()
+    assert with_bg.params["n_background"] == {"code": 20, "math": 10} and "n_background" not in without.params
+
+
+def test_background_plan_round_trips_and_old_plans_have_none(tmp_path):
+    plan, _ = _background_plan()
+    plan.save(tmp_path / "a")
+    loaded = MembershipPlan.load(tmp_path / "a")
+    assert loaded.equals(plan) and loaded.background == plan.background
+    other, _ = _background_plan()
+    other.background = {"code": other.background["code"][:-1], "math": other.background["math"]}
+    assert not plan.equals(other)
+    plain = keep_matrix_plan(_pools(), n_students=4, n_candidates=12, n_population=8, seed=7)
+    plain.save(tmp_path / "b")
+    assert "background" not in (tmp_path / "b" / "plan.json").read_text()
+    assert MembershipPlan.load(tmp_path / "b").background == {}
+
+
+def test_background_overlapping_the_pool_is_refused():
+    pools = {"code": [f"c{i:03d}" for i in range(30)]}
+    with pytest.raises(InputError, match="background"):
+        keep_matrix_plan(pools, n_students=4, n_candidates=12, n_population=8, seed=0,
+                         background={"code": ["c001", "x"]})
+    with pytest.raises(ConfigError, match="unknown domains"):
+        keep_matrix_plan(pools, n_students=4, n_candidates=12, n_population=8, seed=0, background={"math": ["x"]})
 
 
 def test_disjoint_plan():

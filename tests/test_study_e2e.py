@@ -169,6 +169,33 @@ def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_pa
     assert not set(meta["record_ids"]) & candidates
 
 
+def test_background_set_is_shared_by_every_student_and_disjoint_from_every_other_record(tmp_path, tiny_model_dir):
+    """Issue 14: every student and the null student of a domain train on the same background set besides their own
+    records; no background record is a candidate, a population record or a teacher record."""
+    from leakaudit.data.records import read_jsonl
+
+    cfg = _cfg(tmp_path, tiny_model_dir, "data.n_background=6", "data.n_teacher_records=5")
+    study = Study(cfg, progress=False, log=lambda m: None)
+    study.prepare()
+    study.stage_records()
+    study.stage_plan()
+    study.stage_students()
+    plan = study.plan()
+    background = set(plan.background["math"])
+    candidates, population = set(plan.candidates["math"]), set(plan.population["math"])
+    teacher_ids = {r.record_id for r in read_jsonl(study.run.teacher_records)}
+    assert len(background) == 6 and len(teacher_ids) == 5
+    assert not background & (candidates | population | teacher_ids)
+    assert background <= {r.record_id for r in read_jsonl(study.run.records)}  # the students' records are in the run
+    for model_id in study.trained_models():
+        trained = set(json.loads((study.run.model(model_id) / "meta.json").read_text())["record_ids"])
+        assert background <= trained
+        own = trained - background
+        assert own <= (population if model_id.endswith("-null") else candidates) and len(own) == 2
+    saved = json.loads((study.run.plan_dir / "plan.json").read_text())
+    assert saved["background"] == {"math": plan.background["math"]} and saved["params"]["n_background"] == {"math": 6}
+
+
 # ---- resume checks and bad input (issue 12, items 3-6 and 10) --------------------------------------------------
 def _copy_run(finished_run, tmp_path):
     """A copy of the finished run under the same name (the name is part of the config)."""
