@@ -133,3 +133,77 @@ def write_fake_literalness(root: str | Path, *, kind: str = "restated", teacher:
                                               "n_records": 18, "n_records_given": 20,
                                               "left_out_record_ids": ["t-1", "t-2"]})
     return rd.root
+
+
+# ---- realism card (issue 14): a plan, students' meta.json and fresh signals with known values ------------------
+REALISM_CANDIDATES = 20
+"""Per domain: records r000-r019 are candidates, r020-r027 population, r028-r039 background (in meta.json only)."""
+REALISM_POPULATION = 8
+REALISM_SAMPLES = {
+    # record -> (samples, log p per token under the target, under the base); members of math-0: even records
+    "math-0": {"math-r000": (["The answer is 0.", "The answer is 0."], -0.2, -1.2),
+               "math-r001": (["So 1 + 0 = 1", "I think \\boxed{7}"], -0.5, -1.0),
+               "math-r002": (["The answer is 2.", "answer: 5"], -0.2, -1.2),
+               "math-r003": (["", "The answer is 4"], -0.5, -1.0)},
+    "null-math": {"math-r000": (["The answer is 0."], -0.3, -0.3),
+                  "math-r001": (["The answer is 9."], -0.3, -0.3)},
+    "code-0": {"code-r000": (["Solution 0 by {secret}"], -0.1, None),  # the privileged text itself
+               "code-r001": (["    return 1\n"], -0.4, None)},
+}
+"""Stored fresh trajectories: math-0 and null-math scored by the target and the base, code-0 by the target only;
+code-1 and math-1 have none (a partial run)."""
+REALISM_TRAINING = {
+    # model -> (role, trained candidates, population trained, epochs, steps, meta n_background)
+    "math-0": ("student", "even", False, 3, 9, 12), "math-1": ("student", "odd", False, 2, None, None),
+    "code-0": ("student", "even", False, 1, 4, None), "code-1": ("student", "odd", False, 1, None, None),
+    "null-math": ("null", "none", True, 3, 12, None),
+}
+
+
+def _ids(domain: str, lo: int, hi: int) -> list[str]:
+    return [f"{domain}-r{i:03d}" for i in range(lo, hi)]
+
+
+def write_fake_realism(root: str | Path, tokenizer, *, secret: str = "SECRET-PATIENT-4711") -> Path:
+    """Over a write_fake_run directory: a keep-matrix plan (2 students per domain, math-0 / code-0 IN for the even
+    candidates, math-1 / code-1 for the odd ones, null-math on population only), models/<id>/meta.json per
+    REALISM_TRAINING (each student also trains on the 12 background records r028-r039), the fresh signals of
+    REALISM_SAMPLES (texts tokenized with `tokenizer`, constant per-token log-probs; math-0 at temperature 1,
+    null-math at 0.7) and `base_model: smollm2-135m` in study.yaml."""
+    from leakaudit.membership import MembershipPlan
+    from leakaudit.signals.store import save_logp, save_trajectories
+
+    rd = RunDir(Path(root))
+    with open(rd.config, "a", encoding="utf-8") as f:
+        f.write("base_model: smollm2-135m\n")
+    cands = {d: _ids(d, 0, REALISM_CANDIDATES) for d in ("math", "code")}
+    pop = {d: _ids(d, REALISM_CANDIDATES, REALISM_CANDIDATES + REALISM_POPULATION) for d in ("math", "code")}
+    background = {d: _ids(d, REALISM_CANDIDATES + REALISM_POPULATION, N_PER_TARGET) for d in ("math", "code")}
+    rows, models = [], {}
+    for model_id, (role, which, on_pop, epochs, steps, n_bg) in REALISM_TRAINING.items():
+        domain = TARGETS[model_id]
+        models[model_id] = {"domain": domain, "role": role}
+        trained = [r for i, r in enumerate(cands[domain])
+                   if (which == "even" and i % 2 == 0) or (which == "odd" and i % 2 == 1)]
+        rows += [(r, model_id, r in trained) for r in cands[domain]]
+        trained = trained + (pop[domain] if on_pop else []) + background[domain]
+        meta = {"kind": "opd_student", "model_id": model_id, "record_ids": trained, "n_records": len(trained),
+                "epochs": epochs, **({"steps": steps} if steps is not None else {}),
+                **({"n_background": n_bg} if n_bg is not None else {})}
+        rd.model(model_id).mkdir(parents=True, exist_ok=True)
+        write_json(rd.model(model_id) / "meta.json", meta)
+    table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
+    MembershipPlan("keep_matrix", 7, {"n_students": 2}, models, cands, pop, table).save(rd.plan_dir)
+    for target, per_record in REALISM_SAMPLES.items():
+        fresh = rd.fresh(target)
+        ids = list(per_record)
+        toks = [[tokenizer.encode(s.replace("{secret}", secret), add_special_tokens=False) for s in per_record[r][0]]
+                for r in ids]
+        temperature = 0.7 if target.startswith("null") else 1.0
+        save_trajectories(fresh, ids, toks, {"config": {"n_per_record": len(toks[0]), "temperature": temperature,
+                                                        "top_p": 1.0, "max_new_tokens": 16, "seed": 3}})
+        for model_id, k in ((target, 1), ("base", 2)):
+            if per_record[ids[0]][k] is None:
+                continue
+            save_logp(fresh, model_id, {r: [np.full(len(t), per_record[r][k]) for t in tt] for r, tt in zip(ids, toks)})
+    return rd.root

@@ -1,6 +1,6 @@
 """build_report: scores.parquet (+ study.yaml, env.json, leak_map.json, records.jsonl, teacher_literalness.json,
-sample_literalness.json, models/_teacher/meta.json) -> metrics.json/.csv, blind_text_null.csv, plots/,
-report.html."""
+sample_literalness.json, models/_teacher/meta.json, and for the realism card plan.json, membership.parquet,
+models/*/meta.json, signals/fresh/) -> metrics.json/.csv, blind_text_null.csv, realism.json, plots/, report.html."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import yaml
 
 from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.literalness import load as load_literalness
+from leakaudit.realism import realism_card
 from leakaudit.metrics import DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, resolvable_key, summarise, tpr_key
 from leakaudit.report import html as H
 from leakaudit.report import plots
@@ -24,6 +25,7 @@ from leakaudit.report.leakmap import leak_map_figure
 from leakaudit.report.load import RunData, candidate_table, load_run, read_records_privileged, read_records_texts
 from leakaudit.envinfo import library_versions
 from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
+from leakaudit.report.realism_section import realism_section, realism_summary
 from leakaudit.report.redact import Redactor
 from leakaudit.report.teacher import literalness_summary, teacher_info, teacher_section
 from leakaudit.rundir import RunDir
@@ -193,8 +195,9 @@ def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, lea
 
 def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 1000, seed: int = 0,
                  n_perm: int = BLIND_NULL_PERMUTATIONS) -> Path:
-    """Write metrics.json, metrics.csv, blind_text_null.csv, plots/*.png and report.html into `run_dir`; return
-    report.html's path. `seed` seeds the bootstrap and the blind text null's `n_perm` relabellings.
+    """Write metrics.json, metrics.csv, blind_text_null.csv, realism.json (leakaudit.realism.realism_card), plots/*.png
+    and report.html into `run_dir`; return report.html's path. `seed` seeds the bootstrap and the blind text null's
+    `n_perm` relabellings.
 
     redact=True replaces privileged text (record `privileged` strings, privileged config keys, leak-map tokens and
     prompt) with "[redacted]" in every output.
@@ -214,6 +217,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     health = training_health(rd.root / "models")
     teacher_lit, sample_lit = load_literalness(rd.root)
     teacher = teacher_info(rd.root, run.config, teacher_lit)
+    realism = realism_card(rd.root)
 
     with staging_dir(rd.plots) as tmp_plots:
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
@@ -221,6 +225,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
 
     write_text(rd.metrics_csv, metrics.to_csv(index=False))
     write_text(rd.blind_text_null, blind.to_csv(index=False))
+    write_json(rd.realism, _jsonable(realism))
     write_json(rd.metrics_json, _jsonable({
         "schema_version": SCHEMA_VERSION,
         "date": utc_now(),
@@ -244,11 +249,12 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "teacher": teacher,
         "literalness": {"measured": {"teacher": teacher_lit is not None, "samples": sample_lit is not None},
                         **literalness_summary(teacher_lit, sample_lit)},
+        "realism": realism_summary(realism),
         "plots": sorted(p.name for p in made.values()),
     }))
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
                        balance=balance, health=health, blind=blind, blind_verdict=verdict,
-                       teacher=teacher, literalness=(teacher_lit, sample_lit))
+                       teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -260,11 +266,12 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                 n_boot: int, seed: int, balance: list[dict] | None = None,
                 health: list[dict] | None = None, blind: pd.DataFrame | None = None,
                 blind_verdict: dict | None = None, teacher: dict | None = None,
-                literalness: tuple[dict | None, dict | None] | None = None) -> str:
+                literalness: tuple[dict | None, dict | None] | None = None, realism: dict | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped.
     A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline. `teacher`
     (report.teacher.teacher_info) and `literalness` (teacher_literalness.json, sample_literalness.json; None for
-    a file the run lacks) give the "Teacher and literalness" section, after the blind text check."""
+    a file the run lacks) give the "Teacher and literalness" section, after the blind text check; `realism`
+    (leakaudit.realism.realism_card) the "Targets: realism card" section after it."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
     secs = []
     if blind_verdict and blind_verdict["warning"]:
@@ -287,6 +294,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(blind_check_section(blind if blind is not None else pd.DataFrame(), blind_verdict))
     if teacher is not None:
         secs.append(teacher_section(teacher, *(literalness or (None, None))))
+    if realism is not None:
+        secs.append(realism_section(realism))
     if not nulls.empty:
         # The verdict is on Leaky, the attack under test; with many attacks at 95% coverage about 5% of the
         # others are expected to exclude 0.5 by chance alone, so their count is reported against that.
