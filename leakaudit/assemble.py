@@ -1,7 +1,7 @@
 """Turn stored signals + the membership plan into the arrays one target's attacks need.
 
 The one assembler, for studies and audits alike. Which references score a record is the plan's answer
-(`MembershipPlan.matched_references`); this module only gathers the stored log-probs in that order:
+(`MembershipPlan.references`: the matched ones, or for an offline view the domain's offline references); this module only gathers the stored log-probs in that order:
 - fresh trajectories: the record's k_out matched OUT references, never the target;
 - fixed texts: its k_in IN and k_out OUT references (LiRA online, RMIA) with their flags, and for each the
   column of the population comparison that holds the same model (`fixed_ref_cols`);
@@ -65,7 +65,7 @@ def build_inputs(plan: MembershipPlan, view: TargetView, records: dict[str, Reco
     """AttackInputs for one target. `fresh_dir(target)` and `fixed_path(model_id)` locate the store.
     Labels are None when the plan has none for the view (an audit without ground truth)."""
     target = view.target
-    matched = plan.matched_references(view, k_in, k_out)
+    matched = plan.references(view, k_in, k_out)
     cand = matched.record_ids
     pool = matched.pool
     col = {m: i for i, m in enumerate(pool)}
@@ -108,9 +108,10 @@ def build_inputs(plan: MembershipPlan, view: TargetView, records: dict[str, Reco
 
 def run_inputs(run, plan: MembershipPlan, records: dict[str, Record], n_matched: int = 0
                ) -> Iterator[tuple[TargetView, AttackInputs]]:
-    """Every target of a finished run (a RunDir) with its attack inputs, in `plan.views()` order."""
+    """Every target of a finished run (a RunDir) with its attack inputs, in `plan.views()` order, then the same
+    targets with the offline references (`plan.offline_views()`, when the plan has offline references)."""
     k_in, k_out = plan.reference_counts(n_matched)
-    for view in plan.views():
+    for view in plan.views() + plan.offline_views():
         yield view, build_inputs(plan, view, records, k_in=k_in, k_out=k_out, fresh_dir=run.fresh,
                                  fixed_path=run.fixed)
 

@@ -102,6 +102,11 @@ class DataConfig:
     minority of a student's training set, as in OPD runs over many records for a few passes (training.epochs),
     and the probability changes caused by training on other records are shared by a target and its
     references. 0 = each student trains on its IN candidates only."""
+    n_reference_records: int = 0
+    """Records per domain only the offline references (plan.n_offline_references) train on, besides the background:
+    the slice after the background, never a candidate, population, teacher or background record, never scored. Each
+    offline reference draws n_candidates/2 of them (as many records as a student's own), so this must be at least
+    that when there are offline references."""
     max_prompt_tokens: int = 384
     """Token budget for a record's prompt; longer records are an input error."""
     max_privileged_tokens: int = 384
@@ -122,6 +127,8 @@ class DataConfig:
             raise ConfigError(f"data.n_teacher_records: must be >= 0, got {self.n_teacher_records}")
         if self.n_background < 0:
             raise ConfigError(f"data.n_background: must be >= 0, got {self.n_background}")
+        if self.n_reference_records < 0:
+            raise ConfigError(f"data.n_reference_records: must be >= 0, got {self.n_reference_records}")
         for name in ("max_prompt_tokens", "max_privileged_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"data.{name}: must be >= 1, got {getattr(self, name)}")
@@ -144,7 +151,15 @@ class PlanConfig:
     leakaudit.membership.balanced_subsets_keep_matrix). With 4 students 'lira' confounds reference identity
     with membership (bench/reference_confound.py)."""
 
+    n_offline_references: int = 0
+    """The offline design beside the keep matrix: this many reference students per domain trained on the background
+    plus reference-only records (data.n_reference_records), never on a candidate, so each serves every candidate of
+    every target. Every target is then attacked twice: with its matched references, and with the offline ones
+    (attack labels ending '@offline'; online attacks replaced by their offline forms). 0 = none."""
+
     def __post_init__(self) -> None:
+        if self.n_offline_references < 0:
+            raise ConfigError(f"plan.n_offline_references: must be >= 0, got {self.n_offline_references}")
         if self.n_students < 2 or self.n_students % 2:
             raise ConfigError(f"plan.n_students: must be even and >= 2, got {self.n_students}")
         if not 0 <= self.n_matched_references <= self.n_students // 2 - 1 and self.n_matched_references:
@@ -368,6 +383,10 @@ class StudyConfig:
                 raise ConfigError(f"attacks[{i}]: label {a.display!r} is already used by attacks[{seen[a.display]}]; "
                                   f"give one of them a distinct `label`")
             seen[a.display] = i
+        if self.plan.n_offline_references and self.data.n_reference_records < self.data.n_candidates // 2:
+            raise ConfigError(f"data.n_reference_records: {self.plan.n_offline_references} offline references "
+                              f"(plan.n_offline_references) each train on n_candidates/2 = {self.data.n_candidates // 2} "
+                              f"reference-only records; got {self.data.n_reference_records}")
 
     @property
     def run_dir(self) -> Path:

@@ -39,7 +39,11 @@ from leakaudit.io import atomic_path, read_json, write_json
 
 PLAN_FILE = "plan.json"
 TABLE_FILE = "membership.parquet"
-ROLES = ("student", "null", "reference", "target")
+ROLES = ("student", "null", "reference", "target", "offline")
+OFFLINE = "offline"
+"""TargetView.references for the offline design: a target compared with its domain's offline references."""
+MATCHED = "matched"
+"""TargetView.references for the keep-matrix design: a target compared with each record's matched references."""
 TARGET_ID = "target"
 """The model id of an audit's given target (a model the plan does not train)."""
 
@@ -112,6 +116,30 @@ class MembershipPlan:
             if info["role"] == "null":
                 views.append(TargetView(m, info["domain"], self.models_of(info["domain"], "student")[0], True))
         return views
+
+    def offline_views(self) -> list["TargetView"]:
+        """The targets of `views()` again, each to be compared with its domain's offline references (the offline
+        design: reference students that trained on the background and reference-only records, never on a
+        candidate), for domains that have them; empty otherwise. A null target keeps its label source."""
+        domains = {info["domain"] for info in self.models.values() if info["role"] == OFFLINE}
+        return [TargetView(v.target, v.domain, v.label_source, v.null_check, references=OFFLINE)
+                for v in self.views() if v.domain in domains]
+
+    def references(self, view: "TargetView", k_in: int, k_out: int) -> "MatchedReferences":
+        """The references that score each candidate for `view`: `matched_references` (keep-matrix design), or
+        for an offline view every offline reference of the domain, OUT for every candidate, no IN reference."""
+        if view.references != OFFLINE:
+            return self.matched_references(view, k_in, k_out)
+        refs = sorted(self.models_of(view.domain, OFFLINE))
+        records = list(self.candidates[view.domain])
+        trained = self.table[self.table.model_id.isin(refs) & self.table.record_id.isin(records) & self.table.is_member]
+        if not trained.empty:  # a plan built by hand could do this; keep_matrix_plan never does
+            raise InputError(f"offline reference {trained.model_id.iloc[0]} trained on candidate "
+                             f"{trained.record_id.iloc[0]}", path=TABLE_FILE)
+        outs = np.empty((len(records), len(refs)), dtype=object)
+        for j in range(len(records)):
+            outs[j, :] = refs
+        return MatchedReferences(records, np.empty((len(records), 0), dtype=object), outs, refs)
 
     def reference_counts(self, n_matched: int = 0) -> tuple[int, int]:
         """(k_in, k_out): how many IN and OUT references score each candidate of any target, fixed per plan so the
@@ -189,6 +217,9 @@ class TargetView:
     domain: str
     label_source: str
     null_check: bool
+    references: str = MATCHED
+    """Which references compare this target's records: 'matched' (the keep-matrix students without the record)
+    or 'offline' (the domain's offline references)."""
 
     @property
     def excluded(self) -> tuple[str, ...]:
@@ -248,6 +279,15 @@ def teacher_slice(record_ids: Sequence[str], n_candidates: int, n_population: in
     split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher)
     start = n_candidates + n_population
     return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_teacher]
+
+
+def reference_slice(record_ids: Sequence[str], n_candidates: int, n_population: int, n_teacher: int,
+                    n_background: int, n_reference: int, seed: int, salt: str = "") -> list[str]:
+    """The `n_reference` records after the background in `split_pool`'s shuffle: what offline references train on
+    besides the background; disjoint from every earlier slice by construction."""
+    split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher + n_background + n_reference)
+    start = n_candidates + n_population + n_teacher + n_background
+    return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_reference]
 
 
 def background_slice(record_ids: Sequence[str], n_candidates: int, n_population: int, n_teacher: int,
@@ -339,7 +379,8 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
 
 def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_candidates: int, n_population: int,
                      seed: int, null_student: bool = True, keep_design: str = "lira",
-                     background: dict[str, Sequence[str]] | None = None) -> MembershipPlan:
+                     background: dict[str, Sequence[str]] | None = None, n_offline: int = 0,
+                     reference_records: dict[str, Sequence[str]] | None = None) -> MembershipPlan:
     """Study plan: for each domain, cut its pool into candidates and population, then a balanced keep matrix.
 
     Model ids: ``<domain>-s<j>`` for students, ``<domain>-null`` for the null student (trained on
@@ -348,14 +389,19 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     background: per domain, record ids (not in its pool) that every student and the null student of the domain
     also train on: the same set for all of them, so what it does to a model is shared by a target and its
     references (the regime of real OPD runs, where candidates are a minority of the training set).
+    n_offline, reference_records: the offline design beside the keep matrix: per domain, `n_offline` reference
+    models ``<domain>-off<k>`` (role 'offline'), each trained on the background plus a seeded draw of
+    n_candidates/2 of the domain's `reference_records` (ids in neither the pool nor the background), so an offline
+    reference never sees a candidate or a population record and serves every candidate of every target.
     """
     if keep_design not in KEEP_DESIGNS:
         raise ConfigError(f"plan.keep_design must be one of {KEEP_DESIGNS}, got {keep_design!r}")
     build = keep_matrix if keep_design == "lira" else balanced_subsets_keep_matrix
     background = {d: list(ids) for d, ids in (background or {}).items() if ids}
-    unknown = set(background) - set(pools)
+    reference_records = {d: list(ids) for d, ids in (reference_records or {}).items() if ids}
+    unknown = (set(background) | set(reference_records)) - set(pools)
     if unknown:
-        raise ConfigError(f"background set for unknown domains {sorted(unknown)}")
+        raise ConfigError(f"background or reference records for unknown domains {sorted(unknown)}")
     rows, models, candidates, population = [], {}, {}, {}
     for domain in sorted(pools):
         cand, pop = split_pool(list(pools[domain]), n_candidates, n_population, seed, salt=domain)
@@ -384,6 +430,24 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
             rows += [(rid, model_id, False) for rid in cand]
             rows += [(rid, model_id, True) for rid in pop[:n_null]]
             rows += [(rid, model_id, True) for rid in shared]
+        if n_offline:
+            ref_pool = reference_records.get(domain, [])
+            n_own = n_candidates // 2
+            if len(ref_pool) < n_own:
+                raise ConfigError(f"domain {domain}: {n_offline} offline references need at least {n_own} "
+                                  f"reference-only records each, {len(ref_pool)} set aside "
+                                  "(raise data.n_reference_records)")
+            clash = set(ref_pool) & (set(pools[domain]) | set(shared))
+            if clash:
+                raise InputError(f"domain {domain}: reference-only record {sorted(clash)[0]} is also a candidate, "
+                                 "population or background record")
+            for k in range(n_offline):
+                model_id = f"{domain}-off{k}"
+                models[model_id] = {"domain": domain, "role": OFFLINE}
+                rng = np.random.default_rng(_stable_seed(seed, "offline", domain, k))
+                own = [ref_pool[i] for i in sorted(rng.choice(len(ref_pool), size=n_own, replace=False))]
+                rows += [(rid, model_id, False) for rid in cand]
+                rows += [(rid, model_id, True) for rid in own + shared]
     table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
     params = {"n_students": n_students, "n_candidates": n_candidates, "n_population": n_population,
               "null_student": null_student}
@@ -391,6 +455,9 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
         params["keep_design"] = keep_design
     if background:
         params["n_background"] = {d: len(v) for d, v in sorted(background.items())}
+    if n_offline:
+        params["n_offline"] = n_offline
+        params["n_reference_records"] = {d: len(v) for d, v in sorted(reference_records.items())}
     return MembershipPlan("keep_matrix", seed, params, models, candidates, population, table,
                           background={d: background[d] for d in sorted(background)})
 

@@ -19,7 +19,13 @@ from leakaudit.assemble import run_inputs
 from leakaudit.config import AttackSpecConfig, StudyConfig
 from leakaudit.data.records import Record
 from leakaudit.errors import InputError
-from leakaudit.membership import MembershipPlan
+from leakaudit.membership import OFFLINE, MembershipPlan
+
+REFERENCE_FIELDS = {"fresh_refs", "fixed_refs", "fixed_ref_in", "population_refs"}
+"""AttackInputs fields that come from reference models (an attack reading none of them ignores the design)."""
+OFFLINE_SUFFIX = "@offline"
+"""Appended to an attack's label when a target is compared with its domain's offline references (the offline design:
+online attacks replaced by their offline forms, leakaudit.audit.offline_attacks)."""
 from leakaudit.rundir import RunDir
 
 
@@ -66,16 +72,28 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
     """Every attack on every view of the plan. A real study target must have every signal an attack needs (a
     missing one is a bug, so it raises); a null target may lack RMIA's population (its own training records are
     not a population) and an audit has no IN references (its config carries the offline forms instead,
-    leakaudit.audit.offline_attacks): there an unavailable attack is logged and left out."""
+    leakaudit.audit.offline_attacks): there an unavailable attack is logged and left out. With offline references
+    (plan.offline_views) every target is attacked a second time by the attacks that read references, in their
+    offline forms, labelled '<label>@offline'."""
+    from leakaudit.audit import offline_attacks
+
     specs = attack_specs(cfg.attacks)
+    # with offline references only the attacks that read references differ from the matched-design rows
+    offline_specs = [AttackSpecConfig(name=a.name, params=a.params, label=f"{a.display}{OFFLINE_SUFFIX}")
+                     for a in offline_attacks(cfg.attacks) if REFERENCE_FIELDS & set(get_attack(a.name).needs)]
     frames = []
     best: tuple[float, Any, Any] | None = None
     for view, inputs in tqdm(run_inputs(run, plan, records, cfg.plan.n_matched_references),
-                             total=len(plan.views()), desc="attacks", disable=not progress):
+                             total=len(plan.views()) + len(plan.offline_views()), desc="attacks",
+                             disable=not progress):
+        offline = view.references == OFFLINE
         lenient = view.null_check or plan.models[view.target]["role"] == "target"
-        rows = attack_rows(inputs, specs, target=view.target, domain=view.domain, null_check=view.null_check,
-                           label_source=view.label_source, skip_unavailable=lenient, log=log)
+        rows = attack_rows(inputs, offline_specs if offline else specs, target=view.target, domain=view.domain,
+                           null_check=view.null_check, label_source=view.label_source,
+                           skip_unavailable=lenient, log=log)
         frames.append(rows)
+        if offline:
+            continue
         leaky = rows[(rows.attack_name == "leaky") & rows.is_member.astype(bool)]
         if not view.null_check and len(leaky) and leaky.score.notna().any():
             top = leaky.loc[leaky.score.idxmax()]

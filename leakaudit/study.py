@@ -31,14 +31,14 @@ from leakaudit.data.records import Record, check_unique, read_jsonl, record_line
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
-                                  background_slice, split_pool, teacher_slice)
+                                  background_slice, reference_slice, split_pool, teacher_slice)
 from leakaudit.rundir import RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
 REBUILT_WHEN_CHANGED = ("report",)
 """Stages whose outputs are presentation only, derived from earlier outputs: when they no longer match their
 marker (`leakaudit report --redact` rebuilt them) they are rebuilt instead of refused."""
-TRAINED_ROLES = ("student", "null", "reference")
+TRAINED_ROLES = ("student", "null", "reference", "offline")
 AUDIT_HELD_OUT_FRACTION = 4
 """An audit that trains its references holds out 1/4 of the population from all of them: RMIA compares each
 candidate against population records that no reference (and not the target) trained on."""
@@ -191,9 +191,9 @@ class Study:
             records, teacher_pool = cands + pop, []
             self._plan = self._audit_plan(cands, pop)
         else:
-            records, teacher_pool, background = self._study_records()
-            self._plan = self._study_plan(records, background)
-            records = records + [r for d in sorted(background) for r in background[d]]
+            records, teacher_pool, background, reference = self._study_records()
+            self._plan = self._study_plan(records, background, reference)
+            records = records + [r for extra in (background, reference) for d in sorted(extra) for r in extra[d]]
         self._records = {r.record_id: r for r in records}
         self._teacher_records = teacher_pool
         self._check_model_refs()
@@ -297,16 +297,17 @@ class Study:
         stage_marks.write_mark(self.run.root, stage, self._stage_inputs(stage, upstream), self.stage_outputs(stage))
 
     # ---- records (in memory; checked before anything is written) -----------------------------------------
-    def _study_records(self) -> tuple[list[Record], list[Record], dict[str, list[Record]]]:
-        """(candidates + population of every domain, teacher-only records, background records per domain): disjoint
-        slices of each domain's seeded shuffle, in that order (membership.split_pool / teacher_slice /
-        background_slice)."""
+    def _study_records(self) -> tuple[list[Record], list[Record], dict[str, list[Record]], dict[str, list[Record]]]:
+        """(candidates + population of every domain, teacher-only records, background records per domain,
+        reference-only records per domain): disjoint slices of each domain's seeded shuffle, in that order
+        (membership.split_pool / teacher_slice / background_slice / reference_slice)."""
         from leakaudit.data.sources import load_source
 
         data = self.cfg.data
         chosen: list[Record] = []
         teacher_pool: list[Record] = []
         background: dict[str, list[Record]] = {}
+        reference: dict[str, list[Record]] = {}
         for domain, spec in data.domains.items():
             options = dict(spec.options)
             if spec.source == "file":
@@ -330,7 +331,7 @@ class Study:
                 pool = kept
             by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
-                                    n_teacher=data.n_teacher_records + data.n_background)
+                                    n_teacher=data.n_teacher_records + data.n_background + data.n_reference_records)
             chosen += [by_id[r] for r in cand + popn]
             if data.n_teacher_records:
                 teacher_ids = teacher_slice(list(by_id), data.n_candidates, data.n_population,
@@ -340,11 +341,16 @@ class Study:
                 background[domain] = [by_id[r] for r in background_slice(
                     list(by_id), data.n_candidates, data.n_population, data.n_teacher_records, data.n_background,
                     self.cfg.seed, salt=domain)]
+            if data.n_reference_records:
+                reference[domain] = [by_id[r] for r in reference_slice(
+                    list(by_id), data.n_candidates, data.n_population, data.n_teacher_records, data.n_background,
+                    data.n_reference_records, self.cfg.seed, salt=domain)]
             self.log(f"[records] {domain}: {len(pool)} from '{spec.source}' ({dropped} over the token budget "
                      f"dropped), using {len(cand)} candidates + {len(popn)} population"
                      + (f" + {data.n_teacher_records} teacher-only" if data.n_teacher_records else "")
-                     + (f" + {data.n_background} background" if data.n_background else ""))
-        return chosen, teacher_pool, background
+                     + (f" + {data.n_background} background" if data.n_background else "")
+                     + (f" + {data.n_reference_records} reference-only" if data.n_reference_records else ""))
+        return chosen, teacher_pool, background, reference
 
     def _audit_records(self) -> tuple[list[Record], list[Record]]:
         """Candidates then population, as given: one domain, no record in both, every record within budget."""
@@ -392,7 +398,8 @@ class Study:
                 return name, n, limit
         return None
 
-    def _study_plan(self, records: list[Record], background: dict[str, list[Record]]) -> MembershipPlan:
+    def _study_plan(self, records: list[Record], background: dict[str, list[Record]],
+                    reference: dict[str, list[Record]]) -> MembershipPlan:
         pools: dict[str, list[str]] = {}
         for r in records:
             pools.setdefault(r.domain, []).append(r.record_id)
@@ -400,7 +407,9 @@ class Study:
         return keep_matrix_plan(pools, n_students=p.n_students, n_candidates=self.cfg.data.n_candidates,
                                 n_population=self.cfg.data.n_population, seed=self.cfg.seed,
                                 null_student=p.null_student, keep_design=p.keep_design,
-                                background={d: [r.record_id for r in recs] for d, recs in background.items()})
+                                background={d: [r.record_id for r in recs] for d, recs in background.items()},
+                                n_offline=p.n_offline_references,
+                                reference_records={d: [r.record_id for r in recs] for d, recs in reference.items()})
 
     def _audit_plan(self, cands: list[Record], pop: list[Record]) -> MembershipPlan:
         """The disjoint design with the given target; its labels are the candidates' meta.is_member when every
@@ -514,8 +523,11 @@ class Study:
             with self._backend(v.target) as backend:
                 sample_fresh(backend, self.tokenizer, cands, sampling, self.run.fresh(v.target))
         # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
-        scorers = {v.target: plan.matched_references(v, k_in, k_out).fresh_scorers(v.target, BASE_ID)
-                   for v in pending}
+        scorers = {v.target: plan.references(v, k_in, k_out).fresh_scorers(v.target, BASE_ID) for v in pending}
+        for v in plan.offline_views():  # the offline references score every candidate of every target
+            if v.target in scorers:
+                for m, record_ids in plan.references(v, 0, 0).fresh_scorers(v.target, BASE_ID).items():
+                    scorers[v.target].setdefault(m, record_ids)
         needs: dict[str, list[tuple[str, list[str] | None]]] = {}
         for v in pending:
             for m, record_ids in scorers[v.target].items():

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from leakaudit.errors import ConfigError, InputError
-from leakaudit.membership import (MembershipPlan, background_slice, balanced_subsets_keep_matrix, disjoint_plan,
-                                 keep_matrix, keep_matrix_plan, split_pool, teacher_slice)
+from leakaudit.membership import (OFFLINE, MembershipPlan, background_slice, balanced_subsets_keep_matrix,
+                                 disjoint_plan, keep_matrix, keep_matrix_plan, reference_slice, split_pool,
+                                 teacher_slice)
 
 
 def _pools(n=30):
@@ -249,6 +250,70 @@ def test_background_overlapping_the_pool_is_refused():
                          background={"code": ["c001", "x"]})
     with pytest.raises(ConfigError, match="unknown domains"):
         keep_matrix_plan(pools, n_students=4, n_candidates=12, n_population=8, seed=0, background={"math": ["x"]})
+
+
+def _offline_plan(n_offline=3):
+    pools = {"code": [f"c{i:03d}" for i in range(40)]}
+    background = {"code": [f"b{i:02d}" for i in range(10)]}
+    reference = {"code": [f"r{i:02d}" for i in range(20)]}
+    return keep_matrix_plan(pools, n_students=4, n_candidates=16, n_population=8, seed=2,
+                            keep_design="balanced_subsets", background=background, n_offline=n_offline,
+                            reference_records=reference), background, reference
+
+
+def test_offline_references_never_see_a_candidate_and_serve_every_target():
+    plan, background, reference = _offline_plan()
+    cand, pop = set(plan.candidates["code"]), set(plan.population["code"])
+    offline = plan.models_of("code", OFFLINE)
+    assert offline == ["code-off0", "code-off1", "code-off2"]
+    draws = []
+    for m in offline:
+        members = set(plan.members(m))
+        assert not members & (cand | pop)
+        assert set(background["code"]) <= members
+        own = members - set(background["code"])
+        assert own <= set(reference["code"]) and len(own) == 8  # as many own records as a student (16/2)
+        draws.append(frozenset(own))
+    assert len(set(draws)) == 3  # each reference its own seeded draw
+    for m in plan.models_of("code", "student") + ["code-null"]:  # no student or null trains on reference records
+        assert not set(plan.members(m)) & set(reference["code"])
+    # the keep matrix and the matched references ignore the offline references
+    models, _, _ = plan.keep("code")
+    assert not set(models) & set(offline)
+    plain = keep_matrix_plan({"code": [f"c{i:03d}" for i in range(40)]}, n_students=4, n_candidates=16,
+                             n_population=8, seed=2, keep_design="balanced_subsets", background=background)
+    assert plan.views() == plain.views() and plain.offline_views() == []
+    # every view again, compared with all offline references, OUT for every candidate
+    off_views = plan.offline_views()
+    assert [(v.target, v.label_source, v.null_check) for v in off_views] == \
+        [(v.target, v.label_source, v.null_check) for v in plan.views()]
+    for v in off_views:
+        refs = plan.references(v, 1, 1)
+        assert refs.ins.shape == (16, 0) and refs.outs.shape == (16, 3)
+        assert all(list(row) == offline for row in refs.outs) and refs.pool == offline
+        assert refs.fresh_scorers(v.target, "base") == {v.target: None, "base": None,
+                                                         **{m: plan.candidates["code"] for m in offline}}
+    matched = plan.references(plan.views()[0], 1, 1)
+    assert not set(matched.pool) & set(offline)
+
+
+def test_reference_slice_follows_the_background():
+    ids = [f"r{i:02d}" for i in range(50)]
+    back = background_slice(ids, 8, 6, 10, 12, seed=3, salt="code")
+    ref = reference_slice(ids, 8, 6, 10, 12, 9, seed=3, salt="code")
+    cand, pop = split_pool(ids, 8, 6, seed=3, salt="code")
+    assert len(ref) == 9 and not set(ref) & (set(back) | set(cand) | set(pop)
+                                             | set(teacher_slice(ids, 8, 6, 10, seed=3, salt="code")))
+
+
+def test_offline_references_need_enough_reference_records():
+    pools = {"code": [f"c{i:03d}" for i in range(40)]}
+    with pytest.raises(ConfigError, match="n_reference_records"):
+        keep_matrix_plan(pools, n_students=4, n_candidates=16, n_population=8, seed=2, n_offline=2,
+                         reference_records={"code": ["r1", "r2"]})
+    with pytest.raises(InputError, match="reference-only record"):
+        keep_matrix_plan(pools, n_students=4, n_candidates=16, n_population=8, seed=2, n_offline=1,
+                         reference_records={"code": [f"c{i:03d}" for i in range(8)]})
 
 
 def test_disjoint_plan():

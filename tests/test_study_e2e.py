@@ -196,6 +196,41 @@ def test_background_set_is_shared_by_every_student_and_disjoint_from_every_other
     assert saved["background"] == {"math": plan.background["math"]} and saved["params"]["n_background"] == {"math": 6}
 
 
+def test_offline_references_attack_every_target_beside_the_matched_ones(tmp_path, tiny_model_dir):
+    """Issue 14 item 3: with plan.n_offline_references every target is attacked again with the domain's offline
+    references (trained on background + reference-only records, never a candidate), by the attacks that read
+    references, in their offline forms, labelled '@offline'; they score every trajectory of every target."""
+    import pandas as pd
+
+    from leakaudit.io import read_json
+
+    cfg = _cfg(tmp_path, tiny_model_dir, "data.n_background=2", "data.n_reference_records=4",
+               "plan.n_offline_references=2")
+    root = Study(cfg, progress=False, log=lambda m: None).run_all()
+    study = Study(cfg, progress=False, log=lambda m: None)
+    plan = study.plan()
+    offline = plan.models_of("math", "offline")
+    assert offline == ["math-off0", "math-off1"]
+    cand = set(plan.candidates["math"])
+    for m in offline:
+        trained = set(read_json(study.run.model(m) / "meta.json")["record_ids"])
+        assert not trained & cand and set(plan.background["math"]) <= trained and len(trained) == 2 + 2
+    scores = pd.read_parquet(root / "scores.parquet")
+    off = scores[scores.attack.str.endswith("@offline")]
+    assert set(off.attack_name) >= {"leaky", "rmia", "lira_offline", "fresh_gap_max"}
+    assert not {"lira_online", "loss", "ref_ratio"} & set(off.attack_name)  # no IN reference; no reference read
+    assert set(off.target) == {v.target for v in plan.views()}
+    # the same targets and labels as the matched rows, one row per (target, record, attack)
+    assert not off.duplicated(["target", "record_id", "attack"]).any()
+    matched = scores[scores.attack == "leaky"].set_index(["target", "record_id"]).is_member
+    assert off[off.attack == "leaky@offline"].set_index(["target", "record_id"]).is_member.equals(matched)
+    for v in plan.views():
+        scored_by = read_json(study.run.fresh(v.target) / "DONE")["scored_by"]
+        assert all(sorted(scored_by[m]) == sorted(cand) for m in offline)
+    metrics = pd.read_csv(root / "metrics.csv")
+    assert "leaky@offline" in set(metrics.attack)
+
+
 # ---- resume checks and bad input (issue 12, items 3-6 and 10) --------------------------------------------------
 def _copy_run(finished_run, tmp_path):
     """A copy of the finished run under the same name (the name is part of the config)."""
@@ -273,7 +308,7 @@ def test_report_names_the_teacher_and_its_literalness_and_old_runs_say_not_measu
 
     cfg, root = _copy_run(finished_run, tmp_path)
     mark = json.loads((root / "stages" / "report.json").read_text())
-    assert mark["paths"] == ["blind_text_null.csv", "metrics.csv", "metrics.json", "plots", "report.html"]
+    assert mark["paths"] == ["blind_text_null.csv", "metrics.csv", "metrics.json", "plots", "realism.json", "report.html"]
     page = (root / "report.html").read_text()
     assert "Teacher: self (self-distillation: the frozen base student). Students distilled from: base." in page
     assert "Teacher log p per token of the privileged text: " in page and "(pooled over 4 real targets)" in page
