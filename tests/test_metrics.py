@@ -149,3 +149,53 @@ def test_cluster_bootstrap_ignores_duplicated_rows_and_is_wider_than_row_bootstr
     assert (row_hi - row_lo) < 0.7 * (single[1] - single[0])  # treating copies as independent is too narrow
     m = roc_metrics(y4, s4, n_boot=400, seed=3, clusters=ids4)
     assert m["auroc_lo"] == pytest.approx(single[0]) and m["auroc_lo"] <= m["auroc"] <= m["auroc_hi"]
+
+
+def _target_rows(values: dict[str, tuple[str, list[float]]], null_check: bool = False):
+    import pandas as pd
+
+    rows = []
+    for attack, (family, aurocs) in values.items():
+        for target, a in zip(["code-s0", "code-s1"], aurocs):
+            rows.append({"null_check": null_check, "level": "target", "label": attack, "attack": attack,
+                         "family": family, "target": target, "domain": "code", "auroc": a})
+    return pd.DataFrame(rows)
+
+
+def test_paper_statistics_golden_values():
+    """Mean over targets of per-target AUROC: Leaky; the max over baselines per target; the max over fresh-trajectory
+    baselines per target. Leaky in any reference design is never a baseline; blind text is not one; nulls ignored."""
+    import pandas as pd
+
+    from leakaudit.metrics import paper_statistics
+
+    real = _target_rows({"leaky": ("fresh", [0.9, 0.7]), "loss": ("fixed", [0.6, 0.8]),
+                         "rmia": ("fixed", [0.65, 0.5]), "fresh_loss": ("fresh", [0.55, 0.75]),
+                         "blind_text": ("blind", [0.99, 0.99]), "leaky@offline": ("fresh", [0.8, 0.6]),
+                         "fresh_gap_max@offline": ("fresh", [0.52, 0.77])})
+    null = _target_rows({"leaky": ("fresh", [0.1, 0.1]), "loss": ("fixed", [0.99, 0.99])}, null_check=True)
+    out = paper_statistics(pd.concat([real, null])).set_index(["domain", "design"])
+    row = out.loc[("code", "matched")]
+    assert row.leaky == pytest.approx(0.8) and row.n_targets == 2
+    assert row.strongest_baseline == pytest.approx((0.65 + 0.8) / 2)
+    assert row.strongest_fresh_baseline == pytest.approx((0.55 + 0.77) / 2)
+    assert row.strongest_most_often in {"rmia", "loss"}
+    off = out.loc[("code", "offline")]
+    assert off.leaky == pytest.approx(0.7) and off.strongest_baseline == row.strongest_baseline
+    assert out.loc[("all", "matched")].leaky == pytest.approx(0.8)
+
+
+def test_headline_gives_offline_leaky_its_own_row_and_never_counts_it_as_a_baseline():
+    import pandas as pd
+
+    from leakaudit.metrics import headline_table
+
+    rows = []
+    for attack, family, a in (("leaky", "fresh", 0.6), ("leaky@offline", "fresh", 0.9), ("fresh_loss", "fresh", 0.7),
+                              ("loss", "fixed", 0.8)):
+        rows.append({"null_check": False, "level": "domain", "label": attack, "attack": attack, "family": family,
+                     "target": "__all__", "domain": "code", "auroc": a, "auroc_lo": a - 0.1, "auroc_hi": a + 0.1,
+                     "tpr@0.01": 0.0, "resolvable@0.01": True, "n_neg": 10})
+    h = headline_table(pd.DataFrame(rows)).set_index("method")
+    assert h.loc["Leaky", "attack"] == "leaky" and h.loc["Leaky, offline references", "attack"] == "leaky@offline"
+    assert h.loc["best fresh baseline", "attack"] == "fresh_loss"
