@@ -81,10 +81,26 @@ def test_offline_presets_fit_their_pools(preset, tmp_path):
     study = Study(cfg, progress=False, log=lambda m: None)
     study.prepare()  # loads, filters and splits every source in memory (raises if a pool is too small)
     study.stage_records()
-    per_domain = cfg.data.n_candidates + cfg.data.n_population + cfg.data.n_background
+    per_domain = cfg.data.n_candidates + cfg.data.n_population + cfg.data.n_background + cfg.data.n_reference_records
     assert len(read_jsonl(study.run.records)) == per_domain * len(cfg.data.domains)
     if cfg.data.n_teacher_records:
         assert len(read_jsonl(study.run.teacher_records)) == cfg.data.n_teacher_records * len(cfg.data.domains)
+    # issue 14's invariants on the preset's own plan: no candidate in any background, reference-only or teacher
+    # set; every candidate IN for exactly half the students; one background for every trained model of a domain
+    plan, teacher_ids = study.plan(), {r.record_id for r in read_jsonl(study.run.teacher_records)} \
+        if cfg.data.n_teacher_records else set()
+    for domain in cfg.data.domains:
+        cand = set(plan.candidates[domain])
+        students = plan.models_of(domain, "student")
+        assert len(students) == cfg.plan.n_students
+        assert len(plan.models_of(domain, "offline")) == cfg.plan.n_offline_references
+        assert not cand & (set(plan.background.get(domain, [])) | teacher_ids)
+        for m in plan.models_of(domain, "offline"):
+            assert not set(plan.members(m)) & cand
+        for rid in cand:
+            assert sum(plan.is_member(m, rid) for m in students) == cfg.plan.n_students // 2
+        for m in students + plan.models_of(domain, "null") + plan.models_of(domain, "offline"):
+            assert set(plan.background.get(domain, [])) <= set(plan.members(m))
 
 
 def test_a_file_listing_domains_replaces_the_presets_domains(tmp_path):
