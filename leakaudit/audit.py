@@ -54,6 +54,8 @@ class AuditRequest:
     target: str
     candidates: Path
     population: Path | None = None
+    background: Path | None = None
+    """--background: records every trained reference also trains on (the target's background set)."""
     references: list[str] = field(default_factory=list)
     n_train_references: int = 4
     base_model: str | None = None
@@ -117,6 +119,7 @@ def audit_config(req: AuditRequest) -> StudyConfig:
     out = Path(req.out)
     audit = AuditConfig(target=str(req.target), candidates=str(req.candidates),
                         population=str(req.population) if req.population else None,
+                        background=str(req.background) if req.background else None,
                         references=[str(r) for r in req.references], n_references=req.n_train_references)
     return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
                                out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
@@ -187,9 +190,9 @@ def recipe_sources(req: AuditRequest) -> dict[str, str]:
 
 def reference_recipe(cfg: StudyConfig, plan, sources: dict[str, str] | None = None) -> dict[str, Any]:
     """audit.json's reference_recipe: how the references were made (teacher, loss, passes, batch size, lr, rollout
-    length, records per reference) and where each setting came from (`recipe_sources`; None = the study config,
-    e.g. a run resumed through run-study). `background` is None: this version has no shared background set
-    (issue 14, item 1), each reference trains on `records_per_reference` population records. Given references
+    length, records per reference, background) and where each setting came from (`recipe_sources`; None = the study
+    config, e.g. a run resumed through run-study). `background`: the number of records of --background every
+    reference also trained on, with the file, or None without one. Given references
     (--references) were not trained here: their recipe is their maker's, and only that is recorded."""
     refs = [m for m, info in plan.models.items() if info["role"] == "reference"]
     if cfg.audit is not None and cfg.audit.references:
@@ -208,7 +211,8 @@ def reference_recipe(cfg: StudyConfig, plan, sources: dict[str, str] | None = No
         "sft_target": teacher.sft_target,
         **{k: getattr(t, k) for k in RECIPE_TRAINING_KEYS},
         "records_per_reference": plan.params.get("records_per_reference"),
-        "background": None,
+        "background": ({"n_records": len(plan.background.get(next(iter(plan.candidates)), [])),
+                        "path": cfg.audit.background} if cfg.audit is not None and cfg.audit.background else None),
         "sources": dict(sources),
         "source": _summary_source(sources),
     }
@@ -231,8 +235,10 @@ def recipe_line(recipe: dict[str, Any]) -> str:
     if not recipe.get("trained_here"):
         return f"references: {recipe.get('n_references')} given (--references), recipe not known here"
     parts = [f"teacher {recipe['teacher']}"] + [f"{k} {recipe[k]}" for k in RECIPE_TRAINING_KEYS]
+    background = recipe.get("background")
+    also = f" + a background of {background['n_records']} records" if background else ""
     return (f"references: {recipe['n_references']} trained here on {recipe['records_per_reference']} population "
-            f"records each, " + ", ".join(parts) + f" (from {recipe['source']})")
+            f"records each{also}, " + ", ".join(parts) + f" (from {recipe['source']})")
 
 
 def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print, progress: bool = True) -> Path:

@@ -267,6 +267,9 @@ def audit(
                                               "record, is used as ground truth for metrics."),
     population: Optional[Path] = typer.Option(None, help="Population records (JSONL) to train references on; "
                                                           "must exclude every candidate."),
+    background: Optional[Path] = typer.Option(None, help="Records (JSONL) every trained reference also trains on: "
+                                                          "the target's background set, when known; must exclude "
+                                                          "every candidate and population record."),
     references: List[str] = typer.Option([], help="Existing reference students (trained without the candidates)."),
     train_references: int = typer.Option(4, help="References to train when --references is not given."),
     base_model: Optional[str] = typer.Option(None, help="What the target was initialised from (references "
@@ -286,7 +289,8 @@ def audit(
     with the target given and references that never saw a candidate; rerunning resumes it)."""
     from leakaudit.audit import AuditRequest, run_audit
 
-    req = AuditRequest(target=target, candidates=candidates, population=population, references=list(references),
+    req = AuditRequest(target=target, candidates=candidates, population=population, background=background,
+                       references=list(references),
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
                        config=config, preset=preset, teacher=teacher, redact=redact)
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))

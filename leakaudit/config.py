@@ -320,6 +320,10 @@ class AuditConfig:
     """JSONL of population records (never candidates); needed to train references."""
     references: list[str] = field(default_factory=list)
     """Existing reference students (trained without any candidate); empty = train n_references."""
+    background: str | None = None
+    """JSONL of records every trained reference trains on besides its population records: the target's background
+    set, when the auditor knows it (the same recipe as the target: candidates a minority of a reference's
+    training set, as of the target's). Must exclude every candidate and every population record; null = none."""
     n_references: int = 4
     """Reference students to train when `references` is empty. >= 1."""
     records_per_reference: int = 0
@@ -329,8 +333,11 @@ class AuditConfig:
         for name in ("target", "candidates"):
             if not getattr(self, name).strip():
                 raise ConfigError(f"audit.{name}: must be a non-empty string")
-        if self.population is not None and not self.population.strip():
-            raise ConfigError("audit.population: must be a non-empty path or null")
+        for name in ("population", "background"):
+            if getattr(self, name) is not None and not getattr(self, name).strip():
+                raise ConfigError(f"audit.{name}: must be a non-empty path or null")
+        if self.background is not None and self.references:
+            raise ConfigError("audit.background: only for references trained here (not with audit.references)")
         for i, ref in enumerate(self.references):
             if not ref.strip():
                 raise ConfigError(f"audit.references[{i}]: must be a non-empty string")

@@ -464,20 +464,27 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
 
 def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domain: str, n_references: int,
                   records_per_reference: int, seed: int, external_references: Sequence[str] = (),
-                  target_labels: dict[str, bool] | None = None, n_held_out: int = 0) -> MembershipPlan:
+                  target_labels: dict[str, bool] | None = None, n_held_out: int = 0,
+                  background: Sequence[str] = ()) -> MembershipPlan:
     """Audit plan: references that never saw a candidate, and (for `leakaudit audit`) the given target.
 
     References: `external_references` (model paths or hub ids the auditor trained without any candidate; their
     plan.models entry records the path, and they are taken to be OUT for every record), or else `n_references`
     students trained on seeded subsets of `records_per_reference` population records. `n_held_out` population
     records (a seeded choice) are never trained on by any reference: RMIA compares against population records
-    that are OUT for every reference. With `target_labels` (candidate id -> is_member, e.g. from the candidates'
+    that are OUT for every reference. `background`: record ids every trained reference also trains on (the
+    target's background set; never a candidate or population record). With `target_labels` (candidate id -> is_member, e.g. from the candidates'
     meta.is_member) the plan also holds a model "target" with those labels (no rows when unknown).
     """
     overlap = set(candidates) & set(population)
     if overlap:
         raise InputError(f"{len(overlap)} candidate records also appear in the population "
                          f"(e.g. {sorted(overlap)[0]}); references must exclude every candidate")
+    clash = set(background) & (set(candidates) | set(population))
+    if clash:
+        raise InputError(f"background record {sorted(clash)[0]} is also a candidate or population record")
+    if background and external_references:
+        raise ConfigError("a background set is only for references trained here")
     pop = sorted(population)
     held = set(_shuffled(pop, seed, f"held-out {domain}")[:n_held_out]) if n_held_out else set()
     trainable = [rid for rid in pop if rid not in held]
@@ -500,9 +507,12 @@ def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domai
             chosen = {trainable[i] for i in rng.choice(len(trainable), size=records_per_reference, replace=False)}
             rows += [(rid, model_id, False) for rid in candidates]
             rows += [(rid, model_id, rid in chosen) for rid in pop]
+            rows += [(rid, model_id, True) for rid in background]
     params: dict = {"n_references": len(models), "records_per_reference": records_per_reference}
     if n_held_out:
         params["n_held_out"] = n_held_out
+    if background:
+        params["n_background"] = {domain: len(background)}
     models[TARGET_ID] = {"domain": domain, "role": "target"}
     if target_labels is not None:
         missing = set(candidates) - set(target_labels)
@@ -511,4 +521,5 @@ def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domai
         rows += [(rid, TARGET_ID, bool(target_labels[rid])) for rid in candidates]
     table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
     return MembershipPlan("disjoint", seed, params, models, {domain: list(candidates)},
-                          {domain: list(population)}, table)
+                          {domain: list(population)}, table,
+                          background={domain: list(background)} if background else {})

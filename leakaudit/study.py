@@ -77,7 +77,7 @@ class Study:
         self._tokenizer = None
         self._records: dict[str, Record] | None = None
         self._teacher_records: list[Record] | None = None
-        self._background: dict[str, list[str]] = {}
+        self._audit_background: list[Record] = []
         self._plan: MembershipPlan | None = None
         self._todo_from: int | None = None
         self._digests: dict[str, str] = {}
@@ -188,7 +188,7 @@ class Study:
         self._check_run_dir_config()
         if self.is_audit:
             cands, pop = self._audit_records()
-            records, teacher_pool = cands + pop, []
+            records, teacher_pool = cands + pop + self._audit_background, []
             self._plan = self._audit_plan(cands, pop)
         else:
             records, teacher_pool, background, reference = self._study_records()
@@ -353,14 +353,19 @@ class Study:
         return chosen, teacher_pool, background, reference
 
     def _audit_records(self) -> tuple[list[Record], list[Record]]:
-        """Candidates then population, as given: one domain, no record in both, every record within budget."""
+        """Candidates then population, as given: one domain, no record in both, every record within budget. An audit
+        with --background also reads its background records (self._audit_background): none of them a candidate or
+        a population record."""
         audit = self.cfg.audit
         files = [("candidates", Path(audit.candidates))]
         if audit.population:
             files.append(("population", Path(audit.population)))
+        if audit.background:
+            files.append(("background", Path(audit.background)))
         loaded: dict[str, list[Record]] = {}
         domain = None
         cand_ids: set[str] = set()
+        pop_ids: set[str] = set()
         for role, path in files:
             recs, lines = read_jsonl(path), record_lines(path)
             for r, line in zip(recs, lines):
@@ -369,15 +374,23 @@ class Study:
                     raise InputError(f"has domain '{r.domain}', but the audit's records are of domain '{domain}' "
                                      "(one audit scores one domain)", path=str(path), line=line,
                                      record_id=r.record_id, field="domain")
-                if role == "population" and r.record_id in cand_ids:
-                    raise InputError("is also a candidate; the population (what references train on) must "
+                if role in ("population", "background") and r.record_id in cand_ids:
+                    raise InputError(f"is also a candidate; the {role} (what references train on) must "
                                      "exclude every candidate", path=str(path), line=line, record_id=r.record_id)
+                if role == "background" and r.record_id in pop_ids:
+                    raise InputError("is also a population record; the background (trained on by every reference) "
+                                     "must exclude the population (RMIA's held-out records must stay OUT)",
+                                     path=str(path), line=line, record_id=r.record_id)
+            if role == "background":
+                check_unique(recs, path=str(path))
             self._check_budget(recs, str(path), lines)
             loaded[role] = recs
             cand_ids = {r.record_id for r in loaded["candidates"]}
+            pop_ids = {r.record_id for r in loaded.get("population", [])}
         if not audit.references and not loaded.get("population"):
             raise InputError("--population is required to train references (or give --references)",
                              field="population")
+        self._audit_background = loaded.get("background", [])
         return loaded["candidates"], loaded.get("population", [])
 
     def _check_budget(self, records: list[Record], where: str, lines: list[int] | None) -> None:
@@ -423,7 +436,7 @@ class Study:
         return disjoint_plan([c.record_id for c in cands], [p.record_id for p in pop], domain=cands[0].domain,
                              n_references=audit.n_references, records_per_reference=per_ref, seed=self.cfg.seed,
                              external_references=audit.references, target_labels=target_labels,
-                             n_held_out=held_out)
+                             n_held_out=held_out, background=[r.record_id for r in self._audit_background])
 
     # ---- stages -----------------------------------------------------------------------------------------
     def stage_records(self) -> None:

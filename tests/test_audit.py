@@ -335,3 +335,44 @@ def test_prepared_teacher_audit_trains_its_references_with_that_teacher(prepared
     assert recipe["teacher"] == "prepared" and recipe["sft_target"] == "privileged"
     assert recipe["sources"]["teacher"] == "--teacher"
     assert recipe["teacher_model"].startswith("models/_teacher")
+
+
+def _background_inputs(tmp_path, audit_inputs):
+    from leakaudit.data.sources import load_source
+
+    tmp, target = audit_inputs
+    used = {json.loads(line)["record_id"] for f in ("cands.jsonl", "pop.jsonl") for line in (tmp / f).read_text().splitlines()}
+    extra = [r for r in load_source("champ", limit=40, seed=1) if r.record_id not in used][:4]
+    return tmp, target, _write_jsonl(tmp_path / "background.jsonl", [r.to_dict() for r in extra]), extra
+
+
+def test_background_is_trained_on_by_every_reference_and_stated_in_the_recipe(audit_inputs, tiny_model_dir, capsys,
+                                                                           tmp_path):
+    """Issue 14: an audit's references train with the target's recipe, background included (--background)."""
+    tmp, target, background, extra = _background_inputs(tmp_path, audit_inputs)
+    out = tmp_path / "run"
+    code, stdout, err = _audit(capsys, tmp, target, out, "--background", background, base_model=tiny_model_dir)
+    assert code == 0, err
+    ids = {r.record_id for r in extra}
+    for ref in ("math-ref0", "math-ref1"):
+        trained = set(json.loads((out / "models" / ref / "meta.json").read_text())["record_ids"])
+        assert ids <= trained and len(trained - ids) >= 1
+    recipe = json.loads((out / "audit.json").read_text())["reference_recipe"]
+    assert recipe["background"] == {"n_records": 4, "path": str(background)}
+    assert "+ a background of 4 records" in next(x for x in stdout.splitlines() if x.startswith("references:"))
+    plan = json.loads((out / "plan.json").read_text())
+    assert sorted(plan["background"]["math"]) == sorted(ids)
+
+
+@pytest.mark.parametrize("clash", ["candidate", "population"])
+def test_background_holding_a_candidate_or_population_record_exits_2_and_writes_nothing(
+        clash, audit_inputs, tiny_model_dir, capsys, tmp_path):
+    tmp, target, background, extra = _background_inputs(tmp_path, audit_inputs)
+    source = tmp / ("cands.jsonl" if clash == "candidate" else "pop.jsonl")
+    stolen = json.loads(source.read_text().splitlines()[0])
+    stolen.pop("meta", None)
+    _write_jsonl(background, [r.to_dict() for r in extra[:2]] + [stolen])
+    out = tmp_path / "run"
+    code, _, err = _audit(capsys, tmp, target, out, "--background", background, base_model=tiny_model_dir)
+    assert code == 2 and f"{background}, line 3" in err and f"is also a {clash}" in err, err
+    assert not out.exists()
