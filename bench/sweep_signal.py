@@ -83,16 +83,27 @@ def summarise_point(root: Path) -> pd.DataFrame:
 
 
 def headline(root: Path) -> list[dict]:
-    """Leaky and the best attack of each family per domain (pooled over real targets), plus the null check."""
+    """Leaky and the best attack of each family per domain (pooled over real targets), plus the null check, Leaky with
+    offline references when the run has them, and the published statistics (metrics.json's paper_statistics: mean
+    per-target AUROC of Leaky / of the strongest baseline per target / of the strongest same-trajectory one)."""
+    from leakaudit.metrics import attack_base
+
     m = pd.read_csv(root / "metrics.csv")
+    paper = json.loads((root / "metrics.json").read_text()).get("paper_statistics") or []
     rows = []
     dom = m[(m.level == "domain") & (~m.null_check)]
     for domain, g in dom.groupby("domain"):
         row = {"domain": domain}
         leaky = g[g.attack == "leaky"].iloc[0]
         row["leaky"] = _fmt(leaky)
+        if (g.attack == "leaky@offline").any():
+            row["leaky_offline"] = _fmt(g[g.attack == "leaky@offline"].iloc[0])
+        for p in paper:
+            if p["domain"] == domain:
+                key = "paper" if p["design"] == "matched" else f"paper_{p['design']}"
+                row[key] = f"{p['leaky']:.3f} / {p['strongest_baseline']:.3f} / {p['strongest_fresh_baseline']:.3f}"
         for fam in ("fresh", "fixed", "blind"):
-            fam_rows = g[(g.family == fam) & (g.attack != "leaky")]
+            fam_rows = g[(g.family == fam) & (g.attack.map(attack_base) != "leaky")]
             if len(fam_rows):
                 best = fam_rows.sort_values("auroc", ascending=False).iloc[0]
                 row[f"best_{fam}"] = f"{best.attack} {_fmt(best)}"
@@ -131,12 +142,14 @@ def main() -> None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(results, indent=2))
         print(json.dumps(results[name], indent=2), flush=True)
-    print("\n| point | domain | Leaky | best fresh | best fixed | blind | null Leaky |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| point | domain | Leaky | best fresh | best fixed | blind | null Leaky | Leaky, offline refs "
+          "| as published: Leaky / strongest / strongest fresh |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, res in results.items():
         for r in res["rows"]:
             print(f"| {name} | {r['domain']} | {r['leaky']} | {r.get('best_fresh', '')} | {r.get('best_fixed', '')} "
-                  f"| {r.get('best_blind', '')} | {r['null_leaky_auroc']} |")
+                  f"| {r.get('best_blind', '')} | {r['null_leaky_auroc']} | {r.get('leaky_offline', '')} "
+                  f"| {r.get('paper', '')} |")
 
 
 if __name__ == "__main__":

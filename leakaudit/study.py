@@ -626,3 +626,6 @@ class Study:
                      "no metrics")
             return
         build_report(self.run.root, redact=self.redact, n_boot=self.cfg.metrics.n_boot, seed=self.cfg.metrics.seed)
+        from leakaudit.realism import load as load_realism, summary_line as realism_line
+
+        self.log(f"[report] {realism_line(load_realism(self.run.root))}")

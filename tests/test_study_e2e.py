@@ -299,6 +299,7 @@ def test_report_stage_writes_the_blind_text_null_under_its_marker(finished_run, 
     Study(cfg, progress=False, log=logs.append).run_all()
     assert (root / "blind_text_null.csv").read_bytes() == before  # same seed, same null
     assert not any(m.startswith("[report] skipped") for m in logs)
+    assert any(m.startswith("[report] realism card: math (4 targets): trained on 2 records x 1 passes") for m in logs), logs
 
 
 def test_report_names_the_teacher_and_its_literalness_and_old_runs_say_not_measured(finished_run, tmp_path):
