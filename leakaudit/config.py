@@ -404,11 +404,29 @@ class StudyConfig:
         return _STUDY.dump_python(self, mode="json")
 
     def hash(self) -> str:
-        """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written."""
+        """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written and every
+        key of NEUTRAL_DEFAULTS at its neutral value (an option added later, at the value that computes what the
+        code did before it existed: runs made before it keep their hash and resume)."""
         d = self.to_dict()
         d.pop("out_root")
+        for dotted, neutral in NEUTRAL_DEFAULTS.items():
+            *parents, key = dotted.split(".")
+            section = d
+            for p in parents:
+                section = section.get(p) if isinstance(section, dict) else None
+            if isinstance(section, dict) and key in section and section[key] == neutral:
+                del section[key]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
+
+NEUTRAL_DEFAULTS: dict[str, Any] = {
+    "data.n_background": 0,
+    "data.n_reference_records": 0,
+    "plan.n_offline_references": 0,
+}
+"""Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
+them out at that value. (Adding a key with its neutral value here is the one way to add an option without
+invalidating every finished run directory.)"""
 
 _STUDY = TypeAdapter(Checked[StudyConfig])
 

@@ -146,3 +146,21 @@ def test_audit_section_is_typed_and_set_through_null():
     cfg = load_config(preset="tiny", overrides=["audit.target=some/model", "audit.candidates=c.jsonl"])
     assert cfg.audit.target == "some/model" and cfg.audit.references == [] and cfg.audit.n_references == 4
     assert cfg.audit.population is None and cfg.audit.records_per_reference == 0
+
+
+def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_before_them():
+    """Issue 14 added data.n_background, data.n_reference_records and plan.n_offline_references; at 0 they compute
+    what the code did before, so a run directory made before them still resumes. Golden hashes: the presets' as
+    computed at commit 44ff94d (before those keys existed)."""
+    from leakaudit.config import NEUTRAL_DEFAULTS
+
+    assert [load_config(preset=p).hash() for p in ("tiny", "quick", "gpu-paper")] == \
+        ["af1f74a85905", "ae81c5846114", "34fd1d7a7fbf"]
+    base = load_config(preset="tiny")
+    for dotted, neutral in NEUTRAL_DEFAULTS.items():
+        assert load_config(preset="tiny", overrides=[f"{dotted}={neutral}"]).hash() == base.hash()
+    # at any other value they change it
+    assert load_config(preset="tiny", overrides=["data.n_background=2"]).hash() != base.hash()
+    assert load_config(preset="tiny", overrides=["data.n_reference_records=2", "plan.n_offline_references=1"]
+                       ).hash() != base.hash()
+    assert load_config(preset="tiny", overrides=["data.n_reference_records=2"]).hash() != base.hash()
