@@ -99,7 +99,7 @@ def headline(root: Path) -> list[dict]:
         if (g.attack == "leaky@offline").any():
             row["leaky_offline"] = _fmt(g[g.attack == "leaky@offline"].iloc[0])
         for p in paper:
-            if p["domain"] == domain:
+            if p["domain"] == domain and not p.get("null_check"):
                 key = "paper" if p["design"] == "matched" else f"paper_{p['design']}"
                 row[key] = f"{p['leaky']:.3f} / {p['strongest_baseline']:.3f} / {p['strongest_fresh_baseline']:.3f}"
         for fam in ("fresh", "fixed", "blind"):

@@ -282,13 +282,24 @@ def paper_statistics(metrics_df: pd.DataFrame, *, leaky: str = "leaky") -> pd.Da
     design) and the blind text check (family 'blind', which reads no model). Published over 15 targets: 0.875 /
     0.614 / 0.826.
 
-    Rows: domain ('all' for every domain's targets together), design ('matched' for the study's own reference
-    design; 'offline' for Leaky with offline references, when present), n_targets, leaky, strongest_baseline,
-    strongest_fresh_baseline, and the attacks that were strongest most often (ties: the first label)."""
-    t = metrics_df[~metrics_df["null_check"].astype(bool) & (metrics_df["level"] == "target")].dropna(subset=["auroc"])
-    rows = []
+    Rows: null_check (False: the real targets; True: the same statistics on the null targets, trained on no
+    candidate, as a calibration: a max over many baselines per target is well above 0.5 with no signal at all when
+    targets have few records), domain ('all' for every domain's targets together), design ('matched' for the
+    study's own reference design; 'offline' for Leaky with offline references, when present), n_targets, leaky,
+    strongest_baseline, strongest_fresh_baseline, and the attacks that were strongest most often (ties: the first
+    label)."""
+    rows: list[dict] = []
+    for null_check in (False, True):
+        part = metrics_df[(metrics_df["null_check"].astype(bool) == null_check) & (metrics_df["level"] == "target")]
+        rows += [{"null_check": null_check, **r} for r in _paper_rows(part.dropna(subset=["auroc"]), leaky)]
+    return pd.DataFrame(rows)
+
+
+def _paper_rows(t: pd.DataFrame, leaky: str) -> list[dict]:
+    """paper_statistics' rows for one set of per-target metric rows (all real or all null targets)."""
+    rows: list[dict] = []
     if t.empty:
-        return pd.DataFrame(rows)
+        return rows
     is_leaky = t["attack"].map(attack_base) == leaky
     base = t[~is_leaky & (t["family"] != "blind")]
     for domain in [*sorted(t["domain"].unique()), None]:
@@ -307,7 +318,7 @@ def paper_statistics(metrics_df: pd.DataFrame, *, leaky: str = "leaky") -> pd.Da
                          "strongest_fresh_baseline": float(best_f["auroc"].mean()) if len(best_f) else np.nan,
                          "strongest_most_often": best["attack"].value_counts().index[0] if len(best) else None,
                          "strongest_fresh_most_often": best_f["attack"].value_counts().index[0] if len(best_f) else None})
-    return pd.DataFrame(rows)
+    return rows
 
 
 def format_ci(x: float, lo: float, hi: float) -> str:

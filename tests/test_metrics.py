@@ -174,7 +174,11 @@ def test_paper_statistics_golden_values():
                          "blind_text": ("blind", [0.99, 0.99]), "leaky@offline": ("fresh", [0.8, 0.6]),
                          "fresh_gap_max@offline": ("fresh", [0.52, 0.77])})
     null = _target_rows({"leaky": ("fresh", [0.1, 0.1]), "loss": ("fixed", [0.99, 0.99])}, null_check=True)
-    out = paper_statistics(pd.concat([real, null])).set_index(["domain", "design"])
+    both = paper_statistics(pd.concat([real, null]))
+    calib = both[both.null_check].set_index(["domain", "design"])
+    assert calib.loc[("code", "matched")].leaky == pytest.approx(0.1)  # the null targets, as a calibration
+    assert calib.loc[("code", "matched")].strongest_baseline == pytest.approx(0.99)
+    out = both[~both.null_check].set_index(["domain", "design"])
     row = out.loc[("code", "matched")]
     assert row.leaky == pytest.approx(0.8) and row.n_targets == 2
     assert row.strongest_baseline == pytest.approx((0.65 + 0.8) / 2)

@@ -297,8 +297,10 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                                   'baseline per target 0.614, strongest on the same fresh trajectories 0.826): the '
                                   'mean over real targets of each target\'s AUROC, for Leaky and for the baseline '
                                   'that was strongest on that target (chosen after seeing its labels, which favours '
-                                  'the baselines; the blind text check is not a baseline). No CI: read it beside the '
-                                  'pooled AUROC and its CI above.</p>', anchor="paper-statistics"))
+                                  'the baselines; the blind text check is not a baseline). Rows with null_check true '
+                                  'give the same statistics on the null targets (trained on no candidate): what they '
+                                  'are with no signal at this size. No CI: read them beside the pooled AUROC and its '
+                                  'CI above.</p>', anchor="paper-statistics"))
     else:
         secs.append(H.section("Candidates", '<p class="note">No membership labels: ranking only.</p>',
                               H.table(candidate_table(run.scores).head(50)), anchor="candidates"))
