@@ -11,13 +11,17 @@ cache rows are gathered to one per continuation, and the continuations minus the
 Prefixes that occur once take the plain path. In fp32 the scores equal the plain path's up to float noise
 (tests/test_prefix_scoring.py: atol 1e-5 on logp, mu and sigma).
 
-Sampling calls `model.generate` with a `SeededSampler` (sampler.py): trajectory j of a prompt depends only on
+Sampling draws every row with a `SeededSampler` (sampler.py): trajectory j of a prompt depends only on
 (cfg.seed, prompt ids, j), not on batch size or order, up to float noise (a flip needs the row's uniform draw
-within ~1e-6 of a CDF boundary). With `sample_bf16` (the default on bf16-native hardware) sampling runs on a bf16
-copy of the weights, made once per backend; its logits move more with batch shape, so the guarantee there is:
-same seed, inputs and batch_size -> same tokens. Scoring always uses the float32 model.
-With `share_prefill`, sampling runs its own decode loop from one prefill per distinct prompt of a batch instead
-of model.generate (same SeededSampler, same contract; in fp32 the same tokens as the generate path).
+within ~1e-6 of a CDF boundary). The decode runs leakaudit.signals.decode's loop (`sample_decoder='loop'`, the
+default), which calls the sampler's draw directly, or `model.generate` with the sampler as a logits processor
+(`sample_decoder='generate'`, the path before it): the same tokens (tests/test_decode.py), the loop without
+generate's CPU copy of the head weight per row at the prefill (decode.py's docstring). With `sample_bf16` (the
+default on bf16-native hardware) sampling runs on a bf16 copy of the weights, made once per backend; its logits
+move more with batch shape, so the guarantee there is: same seed, inputs and batch_size -> same tokens. Scoring
+always uses the float32 model.
+With `share_prefill`, the loop starts from one prefill per distinct prompt of a batch, its KV cache rows gathered
+to one per trajectory (same SeededSampler, same contract; in fp32 the same tokens as without it).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from leakaudit.errors import ConfigError
 from leakaudit.models import bf16_copy
 from leakaudit.padding import left_pad, position_ids, right_pad
 from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
+from leakaudit.signals.decode import decode
 from leakaudit.signals.logprobs import head_logprobs
 from leakaudit.signals.sampler import SeededSampler, row_seed, trim_completion
 
@@ -62,9 +67,16 @@ class HFOptions:
     what stays reproducible."""
     share_prefill: bool = False
     """Sample the n trajectories of a prompt from one prefill of it: per batch the distinct prompts run once
-    (left-padded), their KV cache rows are gathered to one per trajectory, and a decode loop here (not
-    model.generate) draws each row with its SeededSampler. Trajectory j still depends only on (seed, prompt ids,
-    j) up to float noise, as on the generate path (tests/test_prefix_scoring.py); off by default."""
+    (left-padded), their KV cache rows are gathered to one per trajectory, and the decode loop draws each row with
+    its SeededSampler (whatever `sample_decoder` says). Trajectory j still depends only on (seed, prompt ids, j) up
+    to float noise, as without it (tests/test_prefix_scoring.py); off by default."""
+    sample_decoder: str = "loop"
+    """'loop' (default): leakaudit.signals.decode's decode loop; 'generate': model.generate with the SeededSampler
+    as a logits processor, the earlier path. The same tokens (tests/test_decode.py: float32, equal; smollm2-135m's
+    bf16 copy: the same 16 trajectories); the loop's prefill sends the last prompt position to the head by index,
+    which on CPU spares torch's copy of the bf16 head weight once per row: sampling at the default preset's shape
+    (16 rows, 48 new tokens, bf16 copy, 1 thread) 1.40x, 8.5 -> 6.1 CPU s per batch (bench/results/decode.json,
+    "signals")."""
     share_prefix: bool = True
     """Score continuations that share a prefix from one KV cache of that prefix (see the module docstring).
     Same scores as the plain path up to float noise (fp32: max abs diff 2.5e-5 / 2.9e-5 nats on smollm2-135m,
@@ -85,6 +97,8 @@ class HFOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.sample_decoder not in ("loop", "generate"):
+            raise ConfigError(f"sample_decoder must be 'loop' or 'generate', got {self.sample_decoder!r}")
         for name in ("autocast_bf16", "share_prefill", "share_prefix", "sample_bf16"):
             value = getattr(self, name)
             if not isinstance(value, bool) and not (name == "sample_bf16" and value is None):
@@ -357,71 +371,58 @@ class HFBackend:
     # ---------------------------------------------------------------- sampling
     def sample(self, prompts: list[list[int]], cfg: SamplingConfig) -> list[list[list[int]]]:
         """[P][n] completions; see the module docstring for reproducibility."""
-        from transformers import GenerationConfig, LogitsProcessorList
-
         for i, p in enumerate(prompts):
             if len(p) == 0:
                 raise ValueError(f"prompt {i} is empty")
         jobs = [(i, j) for i in range(len(prompts)) for j in range(cfg.n_per_record)]
         out: list[list[list[int]]] = [[[] for _ in range(cfg.n_per_record)] for _ in prompts]
         lengths = [len(prompts[i]) for i, _ in jobs]
-        gen_cfg = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=cfg.max_new_tokens,
-                                   eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
-                                   temperature=None, top_p=None, top_k=None)
         for batch in length_batches(lengths, cfg.batch_size, max_tokens=1 << 62):
             rows = [jobs[b] for b in batch]
             seqs = [prompts[i] for i, _ in rows]
             sampler = SeededSampler([row_seed(cfg.seed, prompts[i], j) for i, j in rows], cfg.temperature, cfg.top_p)
-            if self.options.share_prefill:
-                for (i, j), row in zip(rows, self._sample_shared(seqs, sampler, cfg.max_new_tokens)):
-                    out[i][j] = trim_completion(row, self.eos_token_ids)
-                continue
-            ids, mask = left_pad(seqs, self.pad_token_id)
-            model, autocast = self._sampling_model()
-            with torch.inference_mode(), self._autocast(autocast):
-                generated = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                           generation_config=gen_cfg, logits_processor=LogitsProcessorList([sampler]))
-            new = generated[:, ids.shape[1]:].cpu().tolist()
+            if self.options.share_prefill or self.options.sample_decoder == "loop":
+                new = self._sample_loop(seqs, sampler, cfg.max_new_tokens, share=self.options.share_prefill)
+            else:
+                new = self._sample_generate(seqs, sampler, cfg.max_new_tokens)
             for (i, j), row in zip(rows, new):
                 out[i][j] = trim_completion(row, self.eos_token_ids)
         return out
 
-    def _sample_shared(self, seqs: list[list[int]], sampler: SeededSampler, max_new_tokens: int) -> list[list[int]]:
-        """Decode B rows (prompts seqs, repeats allowed) from one prefill per distinct prompt -> B token lists of
-        max_new_tokens or fewer (all rows stop once every row has emitted an EOS; tokens after a row's EOS are
-        padding). Mirrors model.generate's greedy loop over the sampler's scores: float32 last-position logits,
-        padding fed to finished rows, the attention mask grown by one per step."""
-        distinct: dict[tuple[int, ...], int] = {}
-        group = [distinct.setdefault(tuple(p), len(distinct)) for p in seqs]
-        p_ids, p_mask = left_pad([list(p) for p in distinct], self.pad_token_id)  # [G, P]
-        dev = self.device
-        g = torch.tensor(group, dtype=torch.long, device=dev)
-        eos = torch.tensor(self.eos_token_ids, dtype=torch.long, device=dev)
-        mask = p_mask.to(dev)[g]  # [B, P]
-        pos = torch.tensor([len(p) for p in seqs], dtype=torch.long, device=dev)
-        unfinished = torch.ones(len(seqs), dtype=torch.bool, device=dev)
-        steps: list[torch.Tensor] = []
+    def _sample_generate(self, seqs: list[list[int]], sampler: SeededSampler, max_new_tokens: int
+                         ) -> list[list[int]]:
+        """B rows through model.generate (greedy over the sampler's scores, which are -inf except its draw)."""
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        gen_cfg = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=max_new_tokens,
+                                   eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
+                                   temperature=None, top_p=None, top_k=None)
+        ids, mask = left_pad(seqs, self.pad_token_id)
         model, autocast = self._sampling_model()
         with torch.inference_mode(), self._autocast(autocast):
-            out = model(input_ids=p_ids.to(dev), attention_mask=p_mask.to(dev),
-                        position_ids=position_ids(p_mask).to(dev), use_cache=True, logits_to_keep=1)
-            cache = _cache_of(out)
-            logits = out.logits[:, -1][g]  # [B, V]
-            cache.batch_select_indices(g)
-            for step in range(max_new_tokens):
-                tokens = sampler.draw(logits.to(torch.float32))
-                tokens = torch.where(unfinished, tokens, torch.full_like(tokens, self.pad_token_id))
-                steps.append(tokens)
-                unfinished &= ~torch.isin(tokens, eos)
-                if step == max_new_tokens - 1 or not bool(unfinished.any()):
-                    break
-                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-                out = model(input_ids=tokens.unsqueeze(1), attention_mask=mask,
-                            position_ids=(pos + step).unsqueeze(1), use_cache=True, logits_to_keep=1,
-                            **{self._cache_kw: cache})
-                cache = _cache_of(out)
-                logits = out.logits[:, -1]
-        return torch.stack(steps, dim=1).cpu().tolist()
+            generated = model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                       generation_config=gen_cfg, logits_processor=LogitsProcessorList([sampler]))
+        return generated[:, ids.shape[1]:].cpu().tolist()
+
+    def _sample_loop(self, seqs: list[list[int]], sampler: SeededSampler, max_new_tokens: int, *, share: bool
+                     ) -> list[list[int]]:
+        """Decode B rows (prompts seqs, repeats allowed) with leakaudit.signals.decode.decode -> B token lists of
+        max_new_tokens or fewer (all rows stop once every row has emitted an EOS; tokens after a row's EOS are
+        padding). share: one prefill per distinct prompt, its cache rows gathered to the rows that repeat it."""
+        dev = self.device
+        rows = None
+        if share:
+            distinct: dict[tuple[int, ...], int] = {}
+            group = [distinct.setdefault(tuple(p), len(distinct)) for p in seqs]
+            ids, mask = left_pad([list(p) for p in distinct], self.pad_token_id)  # [G, P]
+            rows = torch.tensor(group, dtype=torch.long, device=dev)
+        else:
+            ids, mask = left_pad(seqs, self.pad_token_id)  # [B, P]
+        model, autocast = self._sampling_model()
+        with torch.inference_mode(), self._autocast(autocast):
+            new = decode(model, ids.to(dev), mask.to(dev), max_new_tokens=max_new_tokens, draw=sampler.draw,
+                         eos_ids=self.eos_token_ids, pad_id=self.pad_token_id, rows=rows)
+        return new.cpu().tolist()
 
 
 def _cache_of(out: Any) -> Any:
