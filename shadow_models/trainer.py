@@ -159,8 +159,9 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
                 rollout_policy: BF16RolloutPolicy | None = None) -> dict:
     """Sample, score with the teacher, update the student once; returns the ledger entry.
 
-    One decode call (shadow_models.rollout.sample_completions) samples the whole (local) batch, from `rollout_policy` when given (a bf16 copy of the
-    student, refreshed after the update), else from the student under `amp`. The update then runs in micro-batches
+    One decode call (shadow_models.rollout.sample_completions) samples the whole (local) batch, from
+    `rollout_policy` when given (a bf16 copy of the student, refreshed after the update), else from the student
+    under `amp`. The update then runs in micro-batches
     of `config.micro_batch_size` records grouped by prompt length (least padding); each micro-batch's loss is its
     per-token loss summed over its completion tokens divided by the batch's completion tokens, so the accumulated
     gradient is the batch's token mean, as in one pass, up to float rounding. With `prefix_cache` the teacher runs
