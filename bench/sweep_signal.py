@@ -29,7 +29,7 @@ from leakaudit.study import Study
 CODE_ONLY = "data.domains={code: {source: humaneval}}"
 # Issue 14's regime: a background set shared by every student, a few passes, 8 students (3 matched OUT references
 # per record), the subset-balanced keep matrix, full-vocabulary reverse KL. One teacher per point: `restated` (answers
-# from its context in another surface form) or `prepared` (copies its context). regime_code_restated = preset default.
+# from its context in another surface form) or `prepared` (copies its context). regime_code_prepared = preset default.
 REGIME = ["data.n_population=16", "data.n_teacher_records=64", "data.n_background=32", "data.n_candidates=24",
           "plan.n_students=8", "plan.keep_design=balanced_subsets", "training.loss=full_rkl", "training.epochs=3",
           "training.batch_size=8", "training.max_new_tokens=48", "signals.sampling.max_new_tokens=48"]
@@ -48,7 +48,7 @@ POINTS: dict[str, list[str]] = {
                                        "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                        "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],
     # the same with HumanEval records whose privileged text is the canonical BODY and whose student is asked for the
-    # body only (before: the whole function, so trajectories restated the docstring; README); = preset default
+    # body only (before: the whole function, so trajectories restated the docstring; README); the default preset before issue 14
     "code_body_m8_e30_balanced": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
                                   "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                   "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],

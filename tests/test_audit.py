@@ -225,7 +225,7 @@ def test_recipe_comes_from_teacher_preset_config_and_set_and_says_where(tmp_path
     assert src["loss"] == "preset default"
     # --preset: the preset's teacher too (before issue 14 an audit self-distilled whatever the preset said)
     req = _request(preset="default")
-    assert audit_config(req).teacher.kind == "restated" and recipe_sources(req)["teacher"] == "preset default"
+    assert audit_config(req).teacher.kind == "prepared" and recipe_sources(req)["teacher"] == "preset default"
     # --config: its training and teacher sections; --teacher over it; --set over both
     config = tmp_path / "target.yaml"
     config.write_text("preset: quick\nteacher: {kind: prepared}\ntraining: {loss: jsd, epochs: 3}\n")

@@ -57,7 +57,7 @@ def test_file_overrides_preset(tmp_path):
 
 
 def test_default_preset_is_the_measured_sweep_point():
-    """README's default-study table comes from bench/sweep_signal.py's regime_code_restated run (on top of preset
+    """README's default-study table comes from bench/sweep_signal.py's regime_code_prepared run (on top of preset
     quick): the default preset must resolve to exactly that config, name aside."""
     import importlib.util
     from pathlib import Path
@@ -66,7 +66,7 @@ def test_default_preset_is_the_measured_sweep_point():
     spec = importlib.util.spec_from_file_location("sweep_signal", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    measured = load_config(preset="quick", overrides=[*sweep.POINTS["regime_code_restated"], "name=default"])
+    measured = load_config(preset="quick", overrides=[*sweep.POINTS["regime_code_prepared"], "name=default"])
     assert load_config(preset="default").to_dict() == measured.to_dict()
 
 
