@@ -48,11 +48,12 @@ POINTS: dict[str, list[str]] = {
                                        "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                        "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],
     # the same with HumanEval records whose privileged text is the canonical BODY and whose student is asked for the
-    # body only (before: the whole function, so trajectories restated the docstring; README); the default preset before issue 14
+    # body only (before: the whole function, so trajectories restated the docstring; README)
     "code_body_m8_e30_balanced": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
                                   "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                   "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],
-    # ... trained with the full-vocabulary reverse KL instead of the sampled-token estimator
+    # ... trained with the full-vocabulary reverse KL instead of the sampled-token estimator (the default preset from
+    # issue 6 until issue 14: README runs D-H)
     "code_body_m8_e30_balanced_full_rkl": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
                                            "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                            "training.max_new_tokens=48", "plan.keep_design=balanced_subsets",
