@@ -136,9 +136,7 @@ class MembershipPlan:
         if not trained.empty:  # a plan built by hand could do this; keep_matrix_plan never does
             raise InputError(f"offline reference {trained.model_id.iloc[0]} trained on candidate "
                              f"{trained.record_id.iloc[0]}", path=TABLE_FILE)
-        outs = np.empty((len(records), len(refs)), dtype=object)
-        for j in range(len(records)):
-            outs[j, :] = refs
+        outs = np.array([refs] * len(records), dtype=object).reshape(len(records), len(refs))
         return MatchedReferences(records, np.empty((len(records), 0), dtype=object), outs, refs)
 
     def reference_counts(self, n_matched: int = 0) -> tuple[int, int]:
@@ -276,18 +274,14 @@ def teacher_slice(record_ids: Sequence[str], n_candidates: int, n_population: in
                   salt: str = "") -> list[str]:
     """The `n_teacher` records that follow the candidates and population in `split_pool`'s shuffle:
     disjoint from both by construction."""
-    split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher)
-    start = n_candidates + n_population
-    return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_teacher]
+    return _slice_after(record_ids, (n_candidates, n_population), n_teacher, seed, salt)
 
 
 def reference_slice(record_ids: Sequence[str], n_candidates: int, n_population: int, n_teacher: int,
                     n_background: int, n_reference: int, seed: int, salt: str = "") -> list[str]:
     """The `n_reference` records after the background in `split_pool`'s shuffle: what offline references train on
     besides the background; disjoint from every earlier slice by construction."""
-    split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher + n_background + n_reference)
-    start = n_candidates + n_population + n_teacher + n_background
-    return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_reference]
+    return _slice_after(record_ids, (n_candidates, n_population, n_teacher, n_background), n_reference, seed, salt)
 
 
 def background_slice(record_ids: Sequence[str], n_candidates: int, n_population: int, n_teacher: int,
@@ -295,9 +289,15 @@ def background_slice(record_ids: Sequence[str], n_candidates: int, n_population:
     """The `n_background` records that follow the candidates, the population and the teacher records in
     `split_pool`'s shuffle: disjoint from all three by construction, and a function of the seed alone (so the
     candidates, population and teacher records of a run without a background set are unchanged by adding one)."""
-    split_pool(record_ids, n_candidates, n_population, seed, salt, n_teacher=n_teacher + n_background)
-    start = n_candidates + n_population + n_teacher
-    return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n_background]
+    return _slice_after(record_ids, (n_candidates, n_population, n_teacher), n_background, seed, salt)
+
+
+def _slice_after(record_ids: Sequence[str], before: tuple[int, ...], n: int, seed: int, salt: str) -> list[str]:
+    """The `n` records that follow the slices of sizes `before` (candidates, population, ...) in `split_pool`'s
+    shuffle; the pool is checked to hold all of them (split_pool's error names what was requested)."""
+    split_pool(record_ids, before[0], before[1], seed, salt, n_teacher=sum(before[2:]) + n)
+    start = sum(before)
+    return _shuffled(sorted(set(record_ids)), seed, salt)[start:start + n]
 
 
 def _shuffled(ids: list[str], seed: int, salt: str) -> list[str]:
