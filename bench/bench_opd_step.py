@@ -47,6 +47,7 @@ SETTINGS = {
     "after_no_prefix_cache": dict(teacher_prefix_cache=False),
     "after_no_rollout_copy": dict(rollout_bf16_copy=False),
     "after_no_fused_adamw": dict(fused_optimizer=False),
+    "after_generate_rollouts": dict(rollout_decoder="generate"),
     "after_micro4": dict(micro_batch_size=4),
     "after_micro2": dict(micro_batch_size=2),
     "after_lora16": dict(lora_rank=16, lora_alpha=32, learning_rate=1e-3),

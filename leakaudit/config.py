@@ -423,6 +423,8 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "data.n_background": 0,
     "data.n_reference_records": 0,
     "plan.n_offline_references": 0,
+    # the decode loop samples the same tokens as generate (tests/test_decode.py), so runs before the field resume
+    "training.rollout_decoder": "loop",
 }
 """Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
 them out at that value. (Adding a key with its neutral value here is the one way to add an option without

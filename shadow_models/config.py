@@ -18,6 +18,7 @@ from leakaudit.errors import ConfigError
 from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
 
 LOSSES = ("sampled_rkl", "full_rkl", "jsd")
+ROLLOUT_DECODERS = ("loop", "generate")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -141,6 +142,11 @@ class OPDConfig(_OptimFields):
     every update (shadow_models.rollout_policy), instead of from the fp32 student under autocast. Both are bf16
     approximations of the current policy; the update scores the completions with the student as before. Memory:
     2 bytes per parameter. Ignored in fp32 training."""
+    rollout_decoder: str = "loop"
+    """How rollouts are decoded: 'loop' (leakaudit.signals.decode's loop: generate's own forwards and draw, the
+    prompt's last position sent to the LM head by index) or 'generate' (transformers' generate, the path before
+    issue 13). The same tokens (tests/test_decode.py); 'loop' samples a rollout 1.33x faster on CPU
+    (bench/results/decode.json) because generate's prefill copies the bf16 LM head once per row there."""
     micro_batch_size: int | None = None
     """Records per forward/backward of the update (gradients accumulated; each micro-batch's loss is summed over its
     tokens and divided by the batch's, so the update is the batch's token mean up to float rounding); rows are
@@ -158,6 +164,8 @@ class OPDConfig(_OptimFields):
         _check(isinstance(self.max_new_tokens, int) and self.max_new_tokens >= 1, "max_new_tokens",
                self.max_new_tokens, "an int >= 1")
         _check(self.temperature > 0, "temperature", self.temperature, "> 0")
+        _check(self.rollout_decoder in ROLLOUT_DECODERS, "rollout_decoder", self.rollout_decoder,
+               f"one of {ROLLOUT_DECODERS}")
         _check(0 < self.top_p <= 1, "top_p", self.top_p, "in (0, 1]")
         _check(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1, "checkpoint_every",
                self.checkpoint_every, "an int >= 1")

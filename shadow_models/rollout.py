@@ -18,8 +18,9 @@ import torch
 
 from leakaudit.signals.decode import MultinomialDraw, decode
 from shadow_models.batching import left_pad, truncate_at_eos
+from shadow_models.config import ROLLOUT_DECODERS
 
-DECODERS = ("loop", "generate")
+DECODERS = ROLLOUT_DECODERS  # one list, kept where OPDConfig validates its field
 
 
 def sample_completions(model: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float,

@@ -179,7 +179,7 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
             sampler, s_prompts, max_new_tokens=config.max_new_tokens,
             temperature=config.temperature, top_p=config.top_p, eos_ids=eos_ids, pad_id=pad_id,
             seed=step_seed(config.seed, step.index, accelerator.process_index),
-            autocast=None if rollout_policy is not None else amp)
+            autocast=None if rollout_policy is not None else amp, decoder=config.rollout_decoder)
         lengths = [len(c) for c in completions]
         n_local = max(sum(lengths), 1)
         groups = micro_batches([len(p) + n for p, n in zip(s_prompts, lengths)], config.micro_batch_size)

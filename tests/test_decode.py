@@ -8,7 +8,6 @@ generate's, left padding does not leak into a row, the static cache, the shared 
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -231,15 +230,18 @@ PLAIN = OPDConfig(batch_size=4, epochs=2, max_new_tokens=6, learning_rate=1e-3, 
 
 
 def _train(monkeypatch, model_dir, teacher_dir, out: Path, cfg: OPDConfig, decoder: str):
+    """Train with OPDConfig.rollout_decoder=decoder; a spy checks the trainer hands that decoder to every rollout."""
     rollouts: list = []
 
     def sampling(*a, **k):
-        got = functools.partial(sample_completions, decoder=decoder)(*a, **k)
+        assert k["decoder"] == decoder
+        got = sample_completions(*a, **k)
         rollouts.append(got)
         return got
 
     monkeypatch.setattr(trainer_mod, "sample_completions", sampling)
-    train_student(model_dir, RECORDS, out, cfg, teacher_model=teacher_dir, progress=False)
+    train_student(model_dir, RECORDS, out, replace(cfg, rollout_decoder=decoder), teacher_model=teacher_dir,
+                  progress=False)
     ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
     return rollouts, ledger, load_file(str(out / "model.safetensors"))
 
@@ -260,3 +262,9 @@ def test_trainer_with_the_loop_is_deterministic_and_equals_generate(cfg, monkeyp
     for name in wa:
         assert torch.equal(wa[name], wb[name]) and torch.equal(wa[name], wg[name]), name
     assert any(not torch.equal(wa[n], base[n]) for n in base)  # it trained
+
+
+def test_rollout_decoder_is_validated_and_loop_by_default():
+    assert OPDConfig().rollout_decoder == "loop"
+    with pytest.raises(ConfigError, match="rollout_decoder"):
+        OPDConfig(rollout_decoder="beam")
