@@ -40,6 +40,10 @@ POINTS: dict[str, list[str]] = {
     "regime_math_prepared": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared"],
     "regime_medical_restated": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=restated"],
     "regime_medical_prepared": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=prepared"],
+    # recipes that train harder inside the regime, to be chosen on a development seed (--seed 1) and then reported on
+    # a fresh one (issue 14: no tuning on the reported records): more passes, a larger step
+    "regime_code_prepared_e8": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.epochs=8"],
+    "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
     # the hand experiment of issue 6 inside the pipeline: a teacher prepared on 96 records, 8 members per student
     "code_teacher96_m8_e30": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96", "data.n_candidates=16",
                               "training.epochs=30", "training.batch_size=8", "training.max_new_tokens=48"],
@@ -125,6 +129,9 @@ def main() -> None:
                     help="the preset the points modify (quick: the settings the sweep started from)")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra override for every point")
     ap.add_argument("--out", default="bench/results/sweep.json")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="the study seed (plan, training, sampling); its run directories and result keys are named "
+                         "<point>_seed<N> so a development seed never shares a directory with the reported one")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list:
@@ -133,12 +140,13 @@ def main() -> None:
         return
     out_path = Path(args.out)
     results = json.loads(out_path.read_text()) if out_path.is_file() else {}
-    for name in args.points.split(","):
-        cfg = load_config(preset=args.preset, overrides=[*POINTS[name], *args.extra, f"name={name}",
-                                                         "out_root=runs/sweep"])
+    extra = [*args.extra, *([f"seed={args.seed}"] if args.seed is not None else [])]
+    for point in args.points.split(","):
+        name = point if args.seed is None else f"{point}_seed{args.seed}"
+        cfg = load_config(preset=args.preset, overrides=[*POINTS[point], *extra, f"name={name}", "out_root=runs/sweep"])
         start = time.time()
         root = Study(cfg, log=lambda m: print(m, flush=True)).run_all()
-        results[name] = {"overrides": POINTS[name] + args.extra, "config_hash": cfg.hash(),
+        results[name] = {"overrides": POINTS[point] + extra, "config_hash": cfg.hash(),
                          "wall_s": round(time.time() - start, 1), "rows": headline(root)}
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(results, indent=2))
