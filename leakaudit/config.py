@@ -328,11 +328,35 @@ class AuditConfig:
     """Reference students to train when `references` is empty. >= 1."""
     records_per_reference: int = 0
     """Population records each trained reference sees. >= 0; 0 = half the population (at least 1)."""
+    # ---- an API target (issue 16): `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
+    target_model: str | None = None
+    """The served model's name (required when `target` is a URL, refused otherwise)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (its value is never logged or written). None = OPENAI_API_KEY
+    when that is set, else no key; '' = no key; a name = that variable, which must be set."""
+    api_concurrency: int = 4
+    """Requests in flight at once (>= 1)."""
+    api_timeout_s: float = 60.0
+    """Seconds one request attempt may take (> 0)."""
+    api_max_retries: int = 4
+    """Retries on 429 / 5xx / timeouts / connection errors / malformed bodies (>= 0), exponential backoff."""
 
     def __post_init__(self) -> None:
         for name in ("target", "candidates"):
             if not getattr(self, name).strip():
                 raise ConfigError(f"audit.{name}: must be a non-empty string")
+        from leakaudit.signals.api_client import check_base_url, is_api_target
+
+        if is_api_target(self.target):
+            check_base_url(self.target)
+            if not (self.target_model or "").strip():
+                raise ConfigError("--target-model: required when --target is an API URL (the served model's name, "
+                                  "as GET /v1/models lists it)")
+        elif self.target_model is not None:
+            raise ConfigError("--target-model: only for an API target (--target http://HOST:PORT/v1)")
+        if self.api_concurrency < 1 or self.api_max_retries < 0 or not self.api_timeout_s > 0:
+            raise ConfigError("audit.api_concurrency must be >= 1, api_max_retries >= 0 and api_timeout_s > 0; got "
+                              f"{self.api_concurrency}, {self.api_max_retries}, {self.api_timeout_s}")
         for name in ("population", "background"):
             if getattr(self, name) is not None and not getattr(self, name).strip():
                 raise ConfigError(f"audit.{name}: must be a non-empty path or null")
@@ -423,6 +447,11 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "data.n_background": 0,
     "data.n_reference_records": 0,
     "plan.n_offline_references": 0,
+    "audit.target_model": None,
+    "audit.api_key_env": None,
+    "audit.api_concurrency": 4,
+    "audit.api_timeout_s": 60.0,
+    "audit.api_max_retries": 4,
 }
 """Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
 them out at that value. (Adding a key with its neutral value here is the one way to add an option without
