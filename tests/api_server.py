@@ -21,10 +21,10 @@ j of a request with seed s is drawn with sampler.row_seed(s, prompt, j), the tok
 the same seed; log-probs are HFBackend.score's (fp32, the model's raw distribution). A request without a seed
 gets a random one.
 
-Fault modes (counted over POST /v1/completions, across threads):
+Fault modes (counted over POST /v1/completions, across threads; the windows follow each other in this order):
   --fail-first N      answer 500 to the first N requests
-  --stall-first N --stall-s S   sleep S seconds before answering each of the first N requests
-  --malformed-first N answer a truncated JSON body to the first N requests
+  --malformed-first N then answer a truncated JSON body to the next N
+  --stall-first N --stall-s S   then sleep S seconds before answering each of the next N
   --corrupt-first N   in the first N sampling requests with a prompt longer than 8 tokens (an audit's, not the
                       probe's), replace one token string of choice 0 by a string no token decodes to
   --kill-after N      SIGKILL this process when request N+1 arrives (after answering N)
@@ -176,9 +176,12 @@ def make_handler(state: State):
             k = state.next_request()
             if args.kill_after and k > args.kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
+            # fault windows follow each other: requests 1..F fail, the next M are malformed, the next S stall
+            malformed = args.fail_first < k <= args.fail_first + args.malformed_first
+            stall_from = args.fail_first + args.malformed_first
             if k <= args.fail_first:
                 return self._json(500, {"error": {"message": "injected failure", "type": "server", "code": 500}})
-            if k <= args.stall_first:
+            if stall_from < k <= stall_from + args.stall_first:
                 time.sleep(args.stall_s)
             try:
                 body = json.loads(raw)
@@ -197,7 +200,7 @@ def make_handler(state: State):
             except (ValueError, KeyError, TypeError) as e:
                 return self._json(400, {"error": {"message": str(e), "type": "BadRequestError", "code": 400}})
             payload = json.dumps(out).encode("utf-8")
-            if k <= args.malformed_first:
+            if malformed:
                 payload = payload[: len(payload) // 2]
             self._send(200, payload)
 

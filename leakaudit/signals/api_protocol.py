@@ -133,7 +133,9 @@ def parse_token_id_strings(tokens: Sequence[str]) -> list[int] | None:
 class TokenMapper:
     """Maps the token strings of a server that does not return ids back to ids with the base tokenizer.
 
-    Two ways, each verified, else UnrecoverableTokens (the caller excludes the record, never guesses):
+    A string holding U+FFFD is refused at once (its bytes are gone; the vocabulary's own U+FFFD token would pass
+    every check while being the wrong id). Then two ways, each verified, else UnrecoverableTokens (the caller
+    excludes the record, never guesses):
     1. re-encode the joined text; accepted when it gives exactly one id per returned token and each id decodes
        to that token's string (the server tokenized canonically);
     2. else per token: the ids whose one-token decode equals the string; accepted when every string names
@@ -158,6 +160,12 @@ class TokenMapper:
     def recover(self, tokens: Sequence[str]) -> list[int]:
         if not tokens:
             return []
+        for pos, t in enumerate(tokens):
+            # U+FFFD is what a piece of a multi-byte character decodes to (byte-fallback / byte-level BPE), and
+            # also a character of its own that some vocabularies hold: a string with it names no token for sure
+            if "\ufffd" in t:
+                raise UnrecoverableTokens(f"token {pos} ({t!r}) holds U+FFFD: part of a multi-byte character, "
+                                          "its bytes are lost")
         joined = self.tokenizer("".join(tokens), add_special_tokens=False)["input_ids"]
         if len(joined) == len(tokens) and all(self._decode1(i) == t for i, t in zip(joined, tokens)):
             return [int(i) for i in joined]
