@@ -73,8 +73,8 @@ def key_env_name(setting: str | None) -> str | None:
 
 def read_api_key(env_name: str | None) -> str | None:
     """The key from environment variable `env_name`; None when `env_name` is None. ConfigError (naming the
-    variable, never a value) when the variable is named but unset or empty."""
-    if env_name is None:
+    variable, never a value) when the variable is named but unset or empty. '' is no variable, like None."""
+    if not env_name:
         return None
     value = os.environ.get(env_name, "")
     if not value.strip():

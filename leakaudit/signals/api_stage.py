@@ -57,6 +57,23 @@ def open_api_backend(audit: Any, tokenizer: Any, state_dir: str | os.PathLike) -
         yield backend
     finally:
         backend.close()
+        _add_totals(Path(state_dir) / API_JSON, backend)
+
+
+def _add_totals(path: Path, backend: ApiBackend) -> None:
+    """api.json's "totals": requests sent / answered / retried over every backend opened on this target (the
+    sampling pass, the scoring pass, a resumed run's), added as each closes. Only once api.json exists (after
+    sampling); the sampling pass's own counts are in its "sent" and "client"."""
+    if not path.is_file():
+        return
+    data = read_json(path)
+    totals = data.get("totals", {})
+    stats = backend.client.stats.to_dict()
+    for key, value in [*(("sent_" + k, v) for k, v in backend.sent.items()),
+                       *((k, stats[k]) for k in ("requests", "answered", "retries", "failures"))]:
+        totals[key] = totals.get(key, 0) + value
+    data["totals"] = totals
+    write_json(path, data)
 
 
 def sample_fresh_api(backend: ApiBackend, tokenizer: Any, records: Sequence[Any], cfg: SamplingConfig,
@@ -139,6 +156,6 @@ def api_summary(fresh_dir: str | os.PathLike, specs: Sequence[Any], ran: Sequenc
         return None
     caps = api.get("capabilities", {})
     return {"base_url": caps.get("base_url"), "model": caps.get("model"), "capabilities": caps,
-            "requests": {"sent": api.get("sent"), "client": api.get("client")},
+            "requests": {"sent": api.get("sent"), "client": api.get("client"), "totals": api.get("totals")},
             "n_requested": api.get("n_requested"), "n_excluded": api.get("n_excluded"),
             "excluded": api.get("excluded", {}), "attacks": attack_availability(specs, caps, ran)}
