@@ -209,3 +209,33 @@ def test_bad_api_flags_exit_2_and_write_nothing(argv, needle, audit_files, tiny_
     err = capsys.readouterr().err
     assert code == 2 and needle in err, err
     assert not out.exists()
+
+
+def test_api_audit_without_ids_or_prompt_logprobs_excludes_and_skips_with_reasons(
+        audit_files, tiny_model_dir, tiny_model_dir_b):
+    """A server that returns token strings only, no prompt log-probs, and one response whose strings do not
+    re-encode: the record behind it is excluded from every attack and listed; the fixed-text attacks are
+    skipped, each with its reason; Leaky runs on the rest."""
+    from leakaudit.signals.api_stage import FIXED_REASON, VOCAB_REASON
+
+    out = audit_files / "api_strings"
+    with ServerProcess(tiny_model_dir, "--no-token-ids", "--no-prompt-logprobs", "--corrupt-first", "1") as srv:
+        assert _audit(srv.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, "--target-model", "tiny",
+                      "--api-key-env", "", "--api-concurrency", "1") == 0
+    info = json.loads((out / "audit.json").read_text())["api"]
+    caps = info["capabilities"]
+    assert not caps["token_ids"] and caps["fixed_text_mode"] is None
+    excluded = info["excluded"]
+    assert 1 <= info["n_excluded"] == len(excluded) < info["n_requested"] == 6
+    assert any("not-a-token" in why for why in excluded.values())
+    skipped = info["attacks"]["skipped"]
+    assert skipped["loss"] == FIXED_REASON and skipped["rmia_offline"] == FIXED_REASON
+    assert skipped["min_k_plus_plus"] == VOCAB_REASON
+    assert {"leaky", "fresh_loss", "fresh_gap_max"} <= set(info["attacks"]["run"])
+    assert not (out / "signals" / "fixed" / "target.npz").exists()
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert not set(excluded) & set(scores.loc[scores.target == "target", "record_id"])
+    table = pd.read_csv(out / "candidates.csv").set_index("record_id")
+    assert table.loc[list(excluded), "leaky"].isna().all() and table.drop(index=list(excluded)).leaky.notna().all()
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert all(rid in html for rid in excluded) and "prompt log-probs" in html
