@@ -588,7 +588,7 @@ class Study:
     def _backend(self, model_id: str):
         from leakaudit.signals.backend import open_backend
 
-        if self.api_target and model_id == TARGET_ID:
+        if model_id == TARGET_ID and self.api_target:
             from leakaudit.signals.api_stage import open_api_backend
 
             return open_api_backend(self.cfg.audit, self.tokenizer, self.run.fresh(TARGET_ID))

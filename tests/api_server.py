@@ -31,6 +31,9 @@ Fault modes (counted over POST /v1/completions, across threads; the windows foll
   --ignore-n          answer one choice whatever n says
   --no-token-ids      ignore return_tokens_as_token_ids (token strings only)
   --no-prompt-logprobs ignore prompt_logprobs and echo (no fixed-text log-probs)
+  --echo-only         ignore prompt_logprobs, honour echo
+  --shift-echo        echo log-probs one position early (each token shows the next one's; the last repeated),
+                      the kind of misalignment of llama-cpp-python#1983
   --api-key-env NAME  require `Authorization: Bearer $NAME`
 GET /stats returns the counters (requests, by kind) for tests.
 """
@@ -87,7 +90,8 @@ def completion(state: State, body: dict[str, Any], corrupt: bool) -> dict[str, A
     max_tokens = int(body.get("max_tokens", 16))
     as_ids = bool(body.get("return_tokens_as_token_ids")) and not args.no_token_ids
     echo = bool(body.get("echo")) and not args.no_prompt_logprobs
-    want_prompt_lp = body.get("prompt_logprobs") is not None and not args.no_prompt_logprobs
+    want_prompt_lp = (body.get("prompt_logprobs") is not None and not args.no_prompt_logprobs
+                      and not args.echo_only)
     seed = body.get("seed")
     seed = random.randrange(2**62) if seed is None else int(seed)
     with state.model_lock:
@@ -108,7 +112,8 @@ def completion(state: State, body: dict[str, Any], corrupt: bool) -> dict[str, A
         values: list[float | None] = list(lp)
         if echo:
             tokens = [_tok(state, t, as_ids) for t in prompt] + tokens
-            values = [None] + prompt_lp + values
+            shown = prompt_lp[1:] + prompt_lp[-1:] if args.shift_echo and prompt_lp else prompt_lp
+            values = [None] + shown + values
         offsets, pos = [], 0
         for t in tokens:
             offsets.append(pos)
@@ -219,6 +224,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ignore-n", action="store_true")
     ap.add_argument("--no-token-ids", action="store_true")
     ap.add_argument("--no-prompt-logprobs", action="store_true")
+    ap.add_argument("--echo-only", action="store_true")
+    ap.add_argument("--shift-echo", action="store_true")
     ap.add_argument("--api-key-env", default=None)
     return ap.parse_args(argv)
 

@@ -82,6 +82,8 @@ def test_api_sampling_and_logprobs_match_the_local_backend(server, local, tokeni
     fixed_api, fixed_loc = b.score(prompts, text, vocab_stats=True), local.score(prompts, text, vocab_stats=True)
     assert all(s.mu is None and s.sigma is None for s in fixed_api)  # no vocabulary statistics over an API
     assert max(float(np.max(np.abs(a.logp - l.logp))) for a, l in zip(fixed_api, fixed_loc)) <= TOL
+    echo = b._fixed_logprobs(prompts[0] + text[0], "echo", journal=False)  # the echo path gives the same values
+    assert np.max(np.abs(np.asarray(echo[-len(text[0]):]) - fixed_loc[0].logp)) <= TOL
 
 
 def test_faults_are_retried_and_a_server_killed_mid_run_resumes_without_loss_or_duplicates(
@@ -116,12 +118,14 @@ def test_faults_are_retried_and_a_server_killed_mid_run_resumes_without_loss_or_
 
 def test_server_without_ids_n_or_prompt_logprobs(tiny_model_dir, local, tokenizer, prompts, tmp_path):
     """Token strings mapped back with the base tokenizer (checked), n ignored (one request per trajectory), a
-    response whose strings do not re-encode excluded and counted, and no fixed-text scoring."""
-    flags = ["--ignore-n", "--no-token-ids", "--no-prompt-logprobs", "--corrupt-first", "1"]
+    response whose strings do not re-encode excluded and counted, and no fixed-text scoring: the server ignores
+    prompt_logprobs and shifts its echo log-probs by a position, which the probe's alignment check refuses."""
+    flags = ["--ignore-n", "--no-token-ids", "--echo-only", "--shift-echo", "--corrupt-first", "1"]
     with ServerProcess(tiny_model_dir, *flags) as srv:
         b = _backend(srv.url, tokenizer, tmp_path, api_key_env=None, concurrency=1)
         caps = b.capabilities
         assert not caps["n"] and not caps["token_ids"] and caps["fixed_text_mode"] is None and caps["seed"]
+        assert any(n.startswith("echo: log-probs of the sampled tokens differ") for n in caps["notes"]), caps
         got = b.sample(prompts, CFG, keys=[f"r{i}" for i in range(len(prompts))])
         assert srv.stats()["sample"] == len(prompts) * N == b.sent["sample"]
     assert "r0" in b.excluded and BAD_TOKEN.encode("unicode_escape").decode() in b.excluded["r0"] \
