@@ -89,10 +89,13 @@ def test_api_sampling_and_logprobs_match_the_local_backend(server, local, tokeni
 def test_faults_are_retried_and_a_server_killed_mid_run_resumes_without_loss_or_duplicates(
         server, local, tiny_model_dir, tokenizer, prompts, tmp_path, monkeypatch):
     """500 twice, a truncated JSON body, a stall past the 1 s timeout (all on the probe's first request), then
-    SIGKILL after the probe and two sampling requests; the rerun against a fresh server sends only the rest."""
+    SIGKILL after the probe and two sampling requests; the rerun against a fresh server sends only the rest.
+    The server also ignores prompt_logprobs and shifts its echo log-probs by a position (llama-cpp-python#1983):
+    the probe's alignment check refuses them, so no fixed-text attack would run on it."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    probe_posts = 3  # two sampling requests + one prompt_logprobs request
-    flags = ["--fail-first", "2", "--malformed-first", "1", "--stall-first", "1", "--stall-s", "3",
+    probe_posts = 4  # two sampling requests, one prompt_logprobs request (ignored), one echo request (shifted)
+    flags = ["--echo-only", "--shift-echo",
+             "--fail-first", "2", "--malformed-first", "1", "--stall-first", "1", "--stall-s", "3",
              "--kill-after", str(4 + probe_posts + 2), "--api-key-env", KEY_ENV]
     with ServerProcess(tiny_model_dir, *flags, env={KEY_ENV: KEY}) as faulty:
         b = _backend(faulty.url, tokenizer, tmp_path, concurrency=1, timeout_s=1.0, max_retries=4)
@@ -100,7 +103,9 @@ def test_faults_are_retried_and_a_server_killed_mid_run_resumes_without_loss_or_
         # 200s: GET /models, the truncated body (a 200 that is not JSON, retried), the probe's requests
         assert stats["by_status"] == {"200": 2 + probe_posts, "500": 2, "timeout": 1}
         assert stats["retries"] == 4 and stats["failures"] == 0  # malformed JSON is a 200 that was retried
-        assert b.capabilities["n"] and b.capabilities["fixed_text_mode"] == "prompt_logprobs"
+        caps = b.capabilities
+        assert caps["n"] and caps["token_ids"] and caps["fixed_text_mode"] is None
+        assert any(n.startswith("echo: log-probs of the sampled tokens differ") for n in caps["notes"]), caps
         with pytest.raises(ApiError, match="gave up"):
             b.sample(prompts, CFG)
         assert not faulty.alive()
@@ -118,14 +123,13 @@ def test_faults_are_retried_and_a_server_killed_mid_run_resumes_without_loss_or_
 
 def test_server_without_ids_n_or_prompt_logprobs(tiny_model_dir, local, tokenizer, prompts, tmp_path):
     """Token strings mapped back with the base tokenizer (checked), n ignored (one request per trajectory), a
-    response whose strings do not re-encode excluded and counted, and no fixed-text scoring: the server ignores
-    prompt_logprobs and shifts its echo log-probs by a position, which the probe's alignment check refuses."""
-    flags = ["--ignore-n", "--no-token-ids", "--echo-only", "--shift-echo", "--corrupt-first", "1"]
+    response whose strings do not re-encode excluded and counted, and no fixed-text scoring."""
+    flags = ["--ignore-n", "--no-token-ids", "--no-prompt-logprobs", "--corrupt-first", "1"]
     with ServerProcess(tiny_model_dir, *flags) as srv:
         b = _backend(srv.url, tokenizer, tmp_path, api_key_env=None, concurrency=1)
         caps = b.capabilities
         assert not caps["n"] and not caps["token_ids"] and caps["fixed_text_mode"] is None and caps["seed"]
-        assert any(n.startswith("echo: log-probs of the sampled tokens differ") for n in caps["notes"]), caps
+        assert any(n.startswith("no usable prompt log-probs") for n in caps["notes"]), caps
         got = b.sample(prompts, CFG, keys=[f"r{i}" for i in range(len(prompts))])
         assert srv.stats()["sample"] == len(prompts) * N == b.sent["sample"]
     assert "r0" in b.excluded and BAD_TOKEN.encode("unicode_escape").decode() in b.excluded["r0"] \
