@@ -244,3 +244,28 @@ def test_api_audit_without_ids_or_prompt_logprobs_excludes_and_skips_with_reason
     assert table.loc[list(excluded), "leaky"].isna().all() and table.drop(index=list(excluded)).leaky.notna().all()
     html = (out / "report.html").read_text(encoding="utf-8")
     assert all(rid in html for rid in excluded) and "prompt log-probs" in html
+
+
+def test_api_audit_whose_server_dies_mid_audit_resumes_on_rerun(audit_files, tiny_model_dir, tiny_model_dir_b,
+                                                                capsys):
+    """The server is SIGKILLed after the probe and two sampling requests of an audit: the audit exits 2 naming
+    the failure; the server comes back on the same URL and the rerun completes, sending only the requests that
+    had no answer (nothing lost, nothing sent or stored twice)."""
+    out = audit_files / "api_killed"
+    probe_posts = 3
+    with ServerProcess(tiny_model_dir, "--kill-after", str(probe_posts + 2)) as first:
+        port = first.port
+        code = _audit(first.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, "--target-model", "tiny",
+                      "--api-key-env", "", "--api-concurrency", "1", "--api-retries", "1")
+        assert code == 2 and not first.alive()
+    assert "gave up" in capsys.readouterr().err
+    journal = out / "signals" / "fresh" / "target" / "api_journal.jsonl"
+    assert len(journal.read_text().splitlines()) == 2
+    with ServerProcess(tiny_model_dir, "--port", str(port)) as second:
+        assert _audit(second.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, "--target-model", "tiny",
+                      "--api-key-env", "", "--api-concurrency", "1", "--api-retries", "1") == 0
+        assert second.stats()["sample"] == 6 - 2  # 6 candidates, 2 answered before the kill
+    hashes = [json.loads(s)["hash"] for s in journal.read_text().splitlines()]
+    assert len(hashes) == len(set(hashes)) == 6 + 6 + 4  # samples + fixed texts of candidates and population
+    table = pd.read_csv(out / "candidates.csv")
+    assert len(table) == 6 and table.leaky.notna().all()
