@@ -216,23 +216,37 @@ def test_bad_api_flags_exit_2_and_write_nothing(argv, needle, audit_files, tiny_
     assert not out.exists()
 
 
-def test_api_audit_without_ids_or_prompt_logprobs_excludes_and_skips_with_reasons(
-        audit_files, tiny_model_dir, tiny_model_dir_b):
-    """A server that returns token strings only, no prompt log-probs, and one response whose strings do not
-    re-encode: the record behind it is excluded from every attack and listed; the fixed-text attacks are
-    skipped, each with its reason; Leaky runs on the rest."""
+def test_api_audit_of_a_string_only_server_that_dies_mid_audit(audit_files, tiny_model_dir, tiny_model_dir_b,
+                                                                capsys):
+    """A server that returns token strings only and no prompt log-probs, answers one response whose strings do
+    not re-encode, and is SIGKILLed after the probe and two sampling requests: the audit exits 2 naming the
+    failure; the server comes back on the same URL and the rerun sends only the requests that had no answer
+    (nothing lost, nothing sent or stored twice). The record behind the bad response is excluded from every
+    attack and listed; the fixed-text attacks are skipped, each with its reason; Leaky runs on the rest."""
     from leakaudit.signals.api_stage import FIXED_REASON, VOCAB_REASON
 
     out = audit_files / "api_strings"
-    with ServerProcess(tiny_model_dir, "--no-token-ids", "--no-prompt-logprobs", "--corrupt-first", "1") as srv:
-        assert _audit(srv.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, "--target-model", "tiny",
-                      "--api-key-env", "", "--api-concurrency", "1") == 0
+    flags = ["--no-token-ids", "--no-prompt-logprobs"]
+    probe_posts = 4  # two sampling requests, one prompt_logprobs and one echo request (both ignored)
+    argv = ["--target-model", "tiny", "--api-key-env", "", "--api-concurrency", "1", "--api-retries", "1"]
+    with ServerProcess(tiny_model_dir, *flags, "--corrupt-first", "1", "--kill-after", str(probe_posts + 2)) as a:
+        port = a.port
+        assert _audit(a.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, *argv) == 2 and not a.alive()
+    assert "gave up" in capsys.readouterr().err
+    journal = out / "signals" / "fresh" / "target" / "api_journal.jsonl"
+    assert len(journal.read_text().splitlines()) == 2
+    with ServerProcess(tiny_model_dir, *flags, "--port", str(port)) as b:
+        assert _audit(b.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, *argv) == 0
+        assert b.stats()["sample"] == 6 - 2  # 6 candidates, 2 answered before the kill
+    hashes = [json.loads(line)["hash"] for line in journal.read_text().splitlines()]
+    assert len(hashes) == len(set(hashes)) == 6  # one sampling request per candidate, no fixed texts
     info = json.loads((out / "audit.json").read_text())["api"]
     caps = info["capabilities"]
     assert not caps["token_ids"] and caps["fixed_text_mode"] is None
     excluded = info["excluded"]
+    first = json.loads((audit_files / "cands.jsonl").read_text().splitlines()[0])["record_id"]
+    assert "not-a-token" in excluded[first]  # the first sampling request was the corrupted one
     assert 1 <= info["n_excluded"] == len(excluded) < info["n_requested"] == 6
-    assert any("not-a-token" in why for why in excluded.values())
     skipped = info["attacks"]["skipped"]
     assert skipped["loss"] == FIXED_REASON and skipped["rmia_offline"] == FIXED_REASON
     assert skipped["min_k_plus_plus"] == VOCAB_REASON
@@ -241,31 +255,7 @@ def test_api_audit_without_ids_or_prompt_logprobs_excludes_and_skips_with_reason
     scores = pd.read_parquet(out / "scores.parquet")
     assert not set(excluded) & set(scores.loc[scores.target == "target", "record_id"])
     table = pd.read_csv(out / "candidates.csv").set_index("record_id")
+    assert len(table) == 6
     assert table.loc[list(excluded), "leaky"].isna().all() and table.drop(index=list(excluded)).leaky.notna().all()
     html = (out / "report.html").read_text(encoding="utf-8")
     assert all(rid in html for rid in excluded) and "prompt log-probs" in html
-
-
-def test_api_audit_whose_server_dies_mid_audit_resumes_on_rerun(audit_files, tiny_model_dir, tiny_model_dir_b,
-                                                                capsys):
-    """The server is SIGKILLed after the probe and two sampling requests of an audit: the audit exits 2 naming
-    the failure; the server comes back on the same URL and the rerun completes, sending only the requests that
-    had no answer (nothing lost, nothing sent or stored twice)."""
-    out = audit_files / "api_killed"
-    probe_posts = 3
-    with ServerProcess(tiny_model_dir, "--kill-after", str(probe_posts + 2)) as first:
-        port = first.port
-        code = _audit(first.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, "--target-model", "tiny",
-                      "--api-key-env", "", "--api-concurrency", "1", "--api-retries", "1")
-        assert code == 2 and not first.alive()
-    assert "gave up" in capsys.readouterr().err
-    journal = out / "signals" / "fresh" / "target" / "api_journal.jsonl"
-    assert len(journal.read_text().splitlines()) == 2
-    with ServerProcess(tiny_model_dir, "--port", str(port)) as second:
-        assert _audit(second.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, "--target-model", "tiny",
-                      "--api-key-env", "", "--api-concurrency", "1", "--api-retries", "1") == 0
-        assert second.stats()["sample"] == 6 - 2  # 6 candidates, 2 answered before the kill
-    hashes = [json.loads(s)["hash"] for s in journal.read_text().splitlines()]
-    assert len(hashes) == len(set(hashes)) == 6 + 6 + 4  # samples + fixed texts of candidates and population
-    table = pd.read_csv(out / "candidates.csv")
-    assert len(table) == 6 and table.leaky.notna().all()
