@@ -430,7 +430,7 @@ class StudyConfig:
     def hash(self) -> str:
         """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written and every
         key of NEUTRAL_DEFAULTS at its neutral value (an option added later, at the value that computes what the
-        code did before it existed: runs made before it keep their hash and resume)."""
+        code did before it existed: runs made before it keep their hash and resume), and the PACING_KEYS at any."""
         d = self.to_dict()
         d.pop("out_root")
         for dotted, neutral in NEUTRAL_DEFAULTS.items():
@@ -438,7 +438,7 @@ class StudyConfig:
             section = d
             for p in parents:
                 section = section.get(p) if isinstance(section, dict) else None
-            if isinstance(section, dict) and key in section and section[key] == neutral:
+            if isinstance(section, dict) and key in section and (section[key] == neutral or dotted in PACING_KEYS):
                 del section[key]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -453,6 +453,10 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "audit.api_timeout_s": 60.0,
     "audit.api_max_retries": 4,
 }
+PACING_KEYS = ("audit.api_key_env", "audit.api_concurrency", "audit.api_timeout_s", "audit.api_max_retries")
+"""Keys of NEUTRAL_DEFAULTS left out of the hash at every value: how an API target is reached and paced changes no
+result (the journal keys requests by their bodies), so a rerun with more concurrency or another key variable
+resumes the same audit."""
 """Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
 them out at that value. (Adding a key with its neutral value here is the one way to add an option without
 invalidating every finished run directory.)"""

@@ -118,3 +118,14 @@ def test_backoff_is_exponential_with_full_jitter_and_honours_retry_after():
     for attempt in range(6):
         assert 0.0 <= c._backoff(attempt, None) <= min(8.0, 0.5 * 2 ** attempt)
     assert c._backoff(0, "3") >= 3.0 and c._backoff(0, "100") == 8.0  # Retry-After, capped
+
+
+def test_api_pacing_is_not_part_of_the_config_hash_but_the_endpoint_is():
+    from leakaudit.config import load_config
+
+    audit = ["audit.target=http://127.0.0.1:8000/v1", "audit.candidates=c.jsonl", "audit.target_model=m"]
+    base = load_config(preset="tiny", overrides=audit).hash()
+    for extra in ("audit.api_concurrency=16", "audit.api_timeout_s=5", "audit.api_max_retries=0",
+                  "audit.api_key_env=MY_KEY"):
+        assert load_config(preset="tiny", overrides=[*audit, extra]).hash() == base, extra
+    assert load_config(preset="tiny", overrides=[*audit, "audit.target_model=other"]).hash() != base
