@@ -12,6 +12,7 @@ Labels are attached only for the blind text baseline (the attack runner hands ea
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -74,26 +75,36 @@ def build_inputs(plan: MembershipPlan, view: TargetView, records: dict[str, Reco
 
     trajs = load_trajectories(fresh_dir(target))
     fresh_lp = {m: load_logp(fresh_dir(target), m) for m in matched.fresh_scorers(target, BASE_ID)}
-    fixed = {m: load_fixed(fixed_path(m)) for m in [target, BASE_ID, *pool]}
+    # An API target without prompt log-probs has no fixed-text file: its fixed-text fields stay None (those
+    # attacks are skipped, leakaudit.signals.api_stage); any other missing file is still an error.
+    target_fixed = Path(fixed_path(target)).is_file() or not (Path(fresh_dir(target)) / "api.json").is_file()
+    fixed = {m: load_fixed(fixed_path(m)) for m in [target, BASE_ID, *pool] if m != target or target_fixed}
 
     fresh_target, fresh_refs, fresh_base = [], [], []
     fixed_target, fixed_mu, fixed_sigma, fixed_base, fixed_refs, fixed_in, fixed_cols = [], [], [], [], [], [], []
     for rid, ins, outs in zip(cand, matched.ins, matched.outs):
         ins, outs = list(ins), list(outs)
-        n_traj = len(trajs[rid])
+        n_traj = len(trajs.get(rid, ()))  # 0: an API target's record excluded (tokens not recoverable)
         fresh_target.append([fresh_lp[target][rid][j] for j in range(n_traj)])
         fresh_base.append([fresh_lp[BASE_ID][rid][j] for j in range(n_traj)])
         fresh_refs.append([stack_rows([fresh_lp[m][rid][j] for m in outs]) for j in range(n_traj)])
-        ft = fixed[target][rid]
-        fixed_target.append(ft.logp)
-        fixed_mu.append(ft.mu)
-        fixed_sigma.append(ft.sigma)
+        if target_fixed:
+            ft = fixed[target][rid]
+            fixed_target.append(ft.logp)
+            fixed_mu.append(ft.mu)
+            fixed_sigma.append(ft.sigma)
         fixed_base.append(fixed[BASE_ID][rid].logp)
         fixed_refs.append(stack_rows([fixed[m][rid].logp for m in ins + outs]))
         fixed_in.append(np.array([True] * len(ins) + [False] * len(outs), dtype=bool))
         fixed_cols.append(np.array([col[m] for m in ins + outs], dtype=np.int64))
     has_pop = bool(pop) and bool(pool)
-    population_target = np.array([_mean(fixed[target][z].logp) for z in pop], dtype=np.float64) if has_pop else None
+    population_target = (np.array([_mean(fixed[target][z].logp) for z in pop], dtype=np.float64)
+                         if has_pop and target_fixed else None)
+    # no vocabulary statistics (an API target): Min-K%++ sees None and is skipped rather than fed Nones
+    if any(m is None for m in fixed_mu) or not target_fixed:
+        fixed_mu = fixed_sigma = None
+    if not target_fixed:
+        fixed_target = None
     population_refs = (np.array([[_mean(fixed[m][z].logp) for m in pool] for z in pop], dtype=np.float64)
                        if has_pop else None)
     labels = np.array([labels_map[r] for r in cand], dtype=bool) if labels_map else None

@@ -70,6 +70,13 @@ class AuditRequest:
     """--teacher: the references' teacher.kind (self, prepared, restated or a model reference); None = the
     config's, the preset's, or AUDIT_DEFAULTS'."""
     redact: bool = False
+    target_model: str | None = None
+    """--target-model: the served model's name when `target` is an API URL (http(s)://HOST:PORT/v1)."""
+    api_key_env: str | None = None
+    """--api-key-env: the variable holding the API key (None: OPENAI_API_KEY if set; '': no key)."""
+    api_concurrency: int = 4
+    api_timeout_s: float = 60.0
+    api_max_retries: int = 4
 
 
 def check_teacher_flag(value: str | None) -> None:
@@ -120,7 +127,10 @@ def audit_config(req: AuditRequest) -> StudyConfig:
     audit = AuditConfig(target=str(req.target), candidates=str(req.candidates),
                         population=str(req.population) if req.population else None,
                         background=str(req.background) if req.background else None,
-                        references=[str(r) for r in req.references], n_references=req.n_train_references)
+                        references=[str(r) for r in req.references], n_references=req.n_train_references,
+                        target_model=req.target_model, api_key_env=req.api_key_env,
+                        api_concurrency=req.api_concurrency, api_timeout_s=req.api_timeout_s,
+                        api_max_retries=req.api_max_retries)
     return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
                                out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
 

@@ -262,7 +262,15 @@ def _print_teacher(root: Path) -> None:
 
 @app.command()
 def audit(
-    target: str = typer.Option(..., help="The deployed student: a directory or hub id."),
+    target: str = typer.Option(..., help="The deployed student: a directory or hub id, or an OpenAI-compatible "
+                                         "server's base URL (http://HOST:PORT/v1; with --target-model)."),
+    target_model: Optional[str] = typer.Option(None, help="API target: the served model's name."),
+    api_key_env: Optional[str] = typer.Option(None, help="API target: environment variable holding the API key "
+                                                         "(default: OPENAI_API_KEY when set; '' = no key). The key "
+                                                         "is never logged or written."),
+    api_concurrency: int = typer.Option(4, help="API target: requests in flight at once."),
+    api_timeout: float = typer.Option(60.0, help="API target: seconds per request attempt."),
+    api_retries: int = typer.Option(4, help="API target: retries on 429 / 5xx / timeouts, with backoff."),
     candidates: Path = typer.Option(..., help="Candidate records (JSONL); meta.is_member, if present on every "
                                               "record, is used as ground truth for metrics."),
     population: Optional[Path] = typer.Option(None, help="Population records (JSONL) to train references on; "
@@ -292,7 +300,9 @@ def audit(
     req = AuditRequest(target=target, candidates=candidates, population=population, background=background,
                        references=list(references),
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
-                       config=config, preset=preset, teacher=teacher, redact=redact)
+                       config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
+                       api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
+                       api_max_retries=api_retries)
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")

@@ -328,11 +328,35 @@ class AuditConfig:
     """Reference students to train when `references` is empty. >= 1."""
     records_per_reference: int = 0
     """Population records each trained reference sees. >= 0; 0 = half the population (at least 1)."""
+    # ---- an API target (issue 16): `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
+    target_model: str | None = None
+    """The served model's name (required when `target` is a URL, refused otherwise)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key (its value is never logged or written). None = OPENAI_API_KEY
+    when that is set, else no key; '' = no key; a name = that variable, which must be set."""
+    api_concurrency: int = 4
+    """Requests in flight at once (>= 1)."""
+    api_timeout_s: float = 60.0
+    """Seconds one request attempt may take (> 0)."""
+    api_max_retries: int = 4
+    """Retries on 429 / 5xx / timeouts / connection errors / malformed bodies (>= 0), exponential backoff."""
 
     def __post_init__(self) -> None:
         for name in ("target", "candidates"):
             if not getattr(self, name).strip():
                 raise ConfigError(f"audit.{name}: must be a non-empty string")
+        from leakaudit.signals.api_client import check_base_url, is_api_target
+
+        if is_api_target(self.target):
+            check_base_url(self.target)
+            if not (self.target_model or "").strip():
+                raise ConfigError("--target-model: required when --target is an API URL (the served model's name, "
+                                  "as GET /v1/models lists it)")
+        elif self.target_model is not None:
+            raise ConfigError("--target-model: only for an API target (--target http://HOST:PORT/v1)")
+        if self.api_concurrency < 1 or self.api_max_retries < 0 or not self.api_timeout_s > 0:
+            raise ConfigError("audit.api_concurrency must be >= 1, api_max_retries >= 0 and api_timeout_s > 0; got "
+                              f"{self.api_concurrency}, {self.api_max_retries}, {self.api_timeout_s}")
         for name in ("population", "background"):
             if getattr(self, name) is not None and not getattr(self, name).strip():
                 raise ConfigError(f"audit.{name}: must be a non-empty path or null")
@@ -406,7 +430,7 @@ class StudyConfig:
     def hash(self) -> str:
         """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written and every
         key of NEUTRAL_DEFAULTS at its neutral value (an option added later, at the value that computes what the
-        code did before it existed: runs made before it keep their hash and resume)."""
+        code did before it existed: runs made before it keep their hash and resume), and the PACING_KEYS at any."""
         d = self.to_dict()
         d.pop("out_root")
         for dotted, neutral in NEUTRAL_DEFAULTS.items():
@@ -414,7 +438,7 @@ class StudyConfig:
             section = d
             for p in parents:
                 section = section.get(p) if isinstance(section, dict) else None
-            if isinstance(section, dict) and key in section and section[key] == neutral:
+            if isinstance(section, dict) and key in section and (section[key] == neutral or dotted in PACING_KEYS):
                 del section[key]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -425,10 +449,19 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "plan.n_offline_references": 0,
     # the decode loop samples the same tokens as generate (tests/test_decode.py), so runs before the field resume
     "training.rollout_decoder": "loop",
+    "audit.target_model": None,
+    "audit.api_key_env": None,
+    "audit.api_concurrency": 4,
+    "audit.api_timeout_s": 60.0,
+    "audit.api_max_retries": 4,
 }
 """Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
 them out at that value. (Adding a key with its neutral value here is the one way to add an option without
 invalidating every finished run directory.)"""
+PACING_KEYS = ("audit.api_key_env", "audit.api_concurrency", "audit.api_timeout_s", "audit.api_max_retries")
+"""Keys of NEUTRAL_DEFAULTS left out of the hash at every value: how an API target is reached and paced changes no
+result (the journal keys requests by their bodies), so a rerun with more concurrency or another key variable
+resumes the same audit."""
 
 _STUDY = TypeAdapter(Checked[StudyConfig])
 

@@ -86,6 +86,13 @@ class Study:
     def is_audit(self) -> bool:
         return self.cfg.audit is not None
 
+    @property
+    def api_target(self) -> bool:
+        """An audit whose target is an OpenAI-compatible endpoint (leakaudit.signals.api_stage), not a model."""
+        from leakaudit.signals.api_client import is_api_target
+
+        return self.is_audit and is_api_target(self.cfg.audit.target)
+
     # ---- helpers ----------------------------------------------------------------------------------------
     @property
     def tokenizer(self):
@@ -141,7 +148,8 @@ class Study:
         if self.cfg.teacher.kind != "self" and not self.cfg.teacher.prepared:
             refs["teacher"] = self.cfg.teacher.kind
         if self.is_audit:
-            refs["target"] = self.cfg.audit.target
+            if not self.api_target:  # an endpoint has no content digest: its URL and model name are in the config
+                refs["target"] = self.cfg.audit.target
             refs.update({f"reference{k}": r for k, r in enumerate(self.cfg.audit.references)})
         return refs
 
@@ -218,6 +226,10 @@ class Study:
 
         for ref in self.external_models().values():
             resolve_model_ref(ref)
+        if self.api_target:
+            from leakaudit.signals.api_stage import check_api_target
+
+            check_api_target(self.cfg.audit, self.cfg.signals.sampling)
 
     def _check_attack_signals(self) -> None:
         """A study's real targets must have every signal their attacks need, found now rather than after hours of
@@ -534,7 +546,12 @@ class Study:
             sampling = with_seed(self.cfg.signals.sampling, stage_seed(self.cfg.seed, "sample", v.target))
             cands = [records[r] for r in plan.candidates[v.domain]]
             with self._backend(v.target) as backend:
-                sample_fresh(backend, self.tokenizer, cands, sampling, self.run.fresh(v.target))
+                if self.api_target and v.target == TARGET_ID:
+                    from leakaudit.signals.api_stage import sample_fresh_api
+
+                    sample_fresh_api(backend, self.tokenizer, cands, sampling, self.run.fresh(v.target))
+                else:
+                    sample_fresh(backend, self.tokenizer, cands, sampling, self.run.fresh(v.target))
         # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
         scorers = {v.target: plan.references(v, k_in, k_out).fresh_scorers(v.target, BASE_ID) for v in pending}
         for v in plan.offline_views():  # the offline references score every candidate of every target
@@ -550,18 +567,31 @@ class Study:
             if not fixed_missing and not needs.get(m):
                 continue
             with self._backend(m) as backend:
-                if fixed_missing:
+                # an API target without prompt log-probs cannot score fixed texts (its fixed attacks are skipped)
+                if fixed_missing and getattr(backend, "scores_fixed_texts", True):
                     domains = sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]
                     recs = [records[r] for d in domains for r in plan.candidates[d] + plan.population[d]]
                     score_fixed(backend, self.tokenizer, recs, self.run.fixed(m), vocab_stats=True)
                 for target, record_ids in needs.get(m, []):
+                    if record_ids is not None:
+                        record_ids = [r for r in record_ids if r not in self._excluded(target)]
                     score_fresh(backend, m, self.run.fresh(target), record_ids=record_ids)
         for v in pending:
             mark_done(self.run.fresh(v.target), {"scored_by": scorers[v.target]})
 
+    def _excluded(self, target: str) -> dict[str, str]:
+        """Records of `target` whose API trajectories could not be recovered (none for a local target)."""
+        from leakaudit.signals.api_stage import excluded_records
+
+        return excluded_records(self.run.fresh(target)) if self.api_target and target == TARGET_ID else {}
+
     def _backend(self, model_id: str):
         from leakaudit.signals.backend import open_backend
 
+        if model_id == TARGET_ID and self.api_target:
+            from leakaudit.signals.api_stage import open_api_backend
+
+            return open_api_backend(self.cfg.audit, self.tokenizer, self.run.fresh(TARGET_ID))
         s = self.cfg.signals
         return open_backend(s.backend, self.model_ref(model_id), trust_remote_code=self.cfg.trust_remote_code,
                             score_batch_size=s.score_batch_size, autocast_bf16=s.autocast_bf16,
@@ -574,6 +604,10 @@ class Study:
         plan, records = self.plan(), self.records()
         scores, leak_map = score_targets(self.run, plan, records, self.cfg, self.tokenizer, progress=self.progress,
                                          log=self.log)
+        if self.api_target:
+            from leakaudit.signals.api_stage import drop_excluded
+
+            scores = drop_excluded(scores, TARGET_ID, self._excluded(TARGET_ID))
         with atomic_path(self.run.scores) as tmp:
             scores.to_parquet(tmp, index=False)
         if leak_map is not None:
@@ -606,7 +640,23 @@ class Study:
             "attacks": {label: {"name": g.attack_name.iloc[0], "params": json.loads(g.params.iloc[0])}
                         for label, g in scores.groupby("attack", sort=False)},
             "n_candidates": len(cand_ids), "n_population": sum(map(len, plan.population.values())),
-            "labels": bool(labels), "config_hash": self.cfg.hash()})
+            "labels": bool(labels), "config_hash": self.cfg.hash(), **self._api_section(scores)})
+
+    def _api_section(self, scores) -> dict:
+        """{"api": ...} for an API target's audit.json (leakaudit.signals.api_stage.api_summary), else {}."""
+        if not self.api_target:
+            return {}
+        from leakaudit.scoring import attack_specs
+        from leakaudit.signals.api_stage import api_summary
+
+        ran = sorted(set(scores.loc[scores.target == TARGET_ID, "attack"]))
+        summary = api_summary(self.run.fresh(TARGET_ID), attack_specs(self.cfg.attacks), ran)
+        if summary is not None:
+            skipped = summary["attacks"]["skipped"]
+            self.log(f"[attacks] API target: ran {summary['attacks']['run']}; skipped {sorted(skipped)}; "
+                     f"{summary['n_excluded']} of {summary['n_requested']} candidates excluded (token ids not "
+                     "recoverable)")
+        return {"api": summary} if summary is not None else {}
 
     def reference_recipe(self) -> dict:
         """An audit's reference_recipe (leakaudit.audit.reference_recipe): teacher, loss, passes, ... and where

@@ -19,6 +19,7 @@ from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, fpr_label, headline_table
                                summarise, tpr_key)
 from leakaudit.report import html as H
 from leakaudit.report import plots
+from leakaudit.report.api_section import api_section, load_api
 from leakaudit.report.blind_null import (BLIND_NULL_PERMUTATIONS, attach_ci, blind_text_null, blind_text_verdict,
                                          read_blind_null)
 from leakaudit.report.health import training_health
@@ -257,7 +258,8 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     }))
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
                        balance=balance, health=health, blind=blind, blind_verdict=verdict,
-                       teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism, paper=paper)
+                       teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism, paper=paper,
+                       api=load_api(rd.root))
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -270,7 +272,7 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                 health: list[dict] | None = None, blind: pd.DataFrame | None = None,
                 blind_verdict: dict | None = None, teacher: dict | None = None,
                 literalness: tuple[dict | None, dict | None] | None = None, realism: dict | None = None,
-                paper: pd.DataFrame | None = None) -> str:
+                paper: pd.DataFrame | None = None, api: dict | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped.
     A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline. `teacher`
     (report.teacher.teacher_info) and `literalness` (teacher_literalness.json, sample_literalness.json; None for
@@ -304,6 +306,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
     else:
         secs.append(H.section("Candidates", '<p class="note">No membership labels: ranking only.</p>',
                               H.table(candidate_table(run.scores).head(50)), anchor="candidates"))
+    if api:
+        secs.append(api_section(api))
     if blind_verdict is not None and not metrics.empty:
         secs.append(blind_check_section(blind if blind is not None else pd.DataFrame(), blind_verdict))
     if teacher is not None:
