@@ -252,6 +252,13 @@ class RayExecutor:
         self._ray, self._started_here = None, False
 
 
+def echo_job(ctx: JobContext, **kwargs: Any) -> dict[str, Any]:
+    """A job that loads nothing: where it ran (node, pid, OMP_NUM_THREADS) and its kwargs. For checking that a
+    cluster runs leakaudit's jobs and sees the run directory (docs/ray.md), and for the executor tests."""
+    return {"job_id": ctx.job_id, "node": socket.gethostname(), "pid": os.getpid(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **kwargs}
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip()
     return text.splitlines()[0] if text else ""
