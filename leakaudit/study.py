@@ -25,9 +25,9 @@ from typing import Callable, Iterable
 
 from leakaudit import stage_marks
 from leakaudit.config import StudyConfig, dump_config, with_seed
-from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.data.records import Record, check_unique, read_jsonl, record_lines, write_jsonl
 from leakaudit.errors import ConfigError, InputError
+from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
