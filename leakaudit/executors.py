@@ -221,26 +221,35 @@ class RayExecutor:
         task = ray.remote(call_job)
         by_ref = {}
         for job in jobs:
+            # the task's name in Ray's logs and dashboard: students:math-s0, sample:math-s0 (ids that carry a stage
+            # already are not prefixed again)
+            name = job.job_id if job.job_id.startswith(f"{stage}:") else f"{stage}:{job.job_id}"
             ref = task.options(num_cpus=self.cfg.cpus_per_student, num_gpus=self.cfg.gpus_per_student,
-                               max_retries=self.cfg.max_retries, name=f"{stage}:{job.job_id}"
+                               max_retries=self.cfg.max_retries, name=name
                                ).remote(job.job_id, job.fn, job.kwargs, fault=fault, probe=probe)
             by_ref[ref] = job
         waiting = list(by_ref)
-        while waiting:
-            if progress is not None:
-                progress.update(len(results), len(waiting), len(failures))
-            ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=RAY_POLL_S, fetch_local=False)
-            for ref in ready:
-                job = by_ref[ref]
-                try:
-                    results[job.job_id] = ray.get(ref)
-                except ray.exceptions.RayTaskError as e:  # the job's function raised: report the original error
-                    cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else e
-                    failures.append(JobFailure(job.job_id, f"{type(cause).__name__}: {_first_line(cause)}",
-                                               str(e)))
-                except ray.exceptions.RayError as e:  # the worker or its node died (SIGKILL, OOM, lost node)
-                    failures.append(JobFailure(job.job_id, f"worker died ({type(e).__name__}: {_first_line(e)})",
-                                               str(e)))
+        try:
+            while waiting:
+                if progress is not None:
+                    progress.update(len(results), len(waiting), len(failures))
+                ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=RAY_POLL_S, fetch_local=False)
+                for ref in ready:
+                    job = by_ref[ref]
+                    try:
+                        results[job.job_id] = ray.get(ref)
+                    except ray.exceptions.RayTaskError as e:  # the job's function raised: report its own error
+                        cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else e
+                        failures.append(JobFailure(job.job_id, f"{type(cause).__name__}: {_first_line(cause)}",
+                                                   str(e)))
+                    except ray.exceptions.RayError as e:  # the worker or its node died (SIGKILL, OOM, lost node)
+                        failures.append(JobFailure(job.job_id,
+                                                   f"worker died ({type(e).__name__}: {_first_line(e)})", str(e)))
+        finally:
+            # interrupted (Ctrl-C): stop this stage's tasks on a cluster that outlives the driver; their partial
+            # outputs are not marked DONE, so the rerun redoes them
+            for ref in waiting:
+                ray.cancel(ref, force=True)
         if progress is not None:
             progress.update(len(results), 0, len(failures))
         return JobResults(results, failures)
