@@ -24,6 +24,22 @@ def test_local_executor_runs_every_job_and_reports_each_failure(monkeypatch):
     assert "1 of 3 jobs failed" in str(err) and "  b: RuntimeError: injected fault at start of b" in str(err)
 
 
+def test_cli_names_every_failed_job_and_exits_1(monkeypatch, capsys):
+    from leakaudit.cli import main
+    from leakaudit.executors import JobFailure
+    from leakaudit.study import Study
+
+    def failing(self):
+        raise JobsFailed("students", [JobFailure("math-s1", "RuntimeError: out of memory"),
+                                      JobFailure("math-s2", "worker died (WorkerCrashedError: ...)")], 5)
+
+    monkeypatch.setattr(Study, "run_all", failing)
+    assert main(["run-study", "--preset", "tiny"]) == 1
+    err = capsys.readouterr().err
+    assert "error: students: 2 of 5 jobs failed" in err
+    assert "  math-s1: RuntimeError: out of memory\n  math-s2: worker died (WorkerCrashedError: ...)" in err
+
+
 def test_a_worker_that_cannot_see_the_run_directory_says_so(tmp_path):
     probe = {"path": str(tmp_path / "run" / ".executor_probe.json"), "token": "t0"}
     with pytest.raises(RunDirNotVisible, match=r"node .* cannot see the run directory .*run: .* must be on a "
