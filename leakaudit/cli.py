@@ -21,6 +21,7 @@ import click
 import typer
 
 from leakaudit.errors import InputError, LeakauditError
+from leakaudit.executors import JobsFailed
 
 # Plain click help formatting: rich markup would eat bracketed text such as "[redacted]" from the help strings.
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -167,7 +168,8 @@ def train(
     model_id: Optional[str] = typer.Option(None, help="Train this student."),
     all_models: bool = typer.Option(False, "--all", help="Train every student of the plan in turn."),
 ) -> None:
-    """Train one student (or all) of a run's membership plan; prints fan-out commands for clusters."""
+    """Train one student (or all) of a run's membership plan. --all runs them on the run's executor
+    (execution.backend in study.yaml: local, or Ray tasks); with local it also prints one-job-per-student lines."""
     from leakaudit.config import load_config
     from leakaudit.study import Study
 
@@ -179,11 +181,16 @@ def train(
     p = study.plan()
     if all_models:
         ids = list(p.models)
-        typer.echo("# To fan out on a cluster, one job per student (e.g. a job array over these lines):")
-        for m in ids:
-            typer.echo(f"#   accelerate launch -m leakaudit.cli train --plan {plan_dir} --model-id {m}")
-        study.stage_teacher()
-        study.stage_students()
+        if cfg.execution.backend == "local":
+            typer.echo("# To fan out on a cluster: execution.backend: ray in study.yaml (docs/ray.md), or one job "
+                       "per student (e.g. a job array over these lines):")
+            for m in ids:
+                typer.echo(f"#   accelerate launch -m leakaudit.cli train --plan {plan_dir} --model-id {m}")
+        try:
+            study.stage_teacher()
+            study.stage_students()
+        finally:
+            study.close()
     elif model_id:
         if model_id not in p.models:
             raise LeakauditError(f"{plan_dir}: model_id '{model_id}' is not in the plan ({sorted(p.models)})")
@@ -338,12 +345,16 @@ def report(run_dir: Path = typer.Argument(..., help="A finished run directory.")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors (bad input, mistyped commands and options) print one line and exit 2."""
+    """Console entry point: user errors (bad input, mistyped commands and options) print one line and exit 2;
+    failed jobs of a stage (leakaudit.executors.JobsFailed) print one line each and exit 1."""
     try:
         app(args=argv, prog_name="leakaudit", standalone_mode=False)
     except LeakauditError as e:
         typer.echo(f"error: {' '.join(str(e).split())}", err=True)
         return 2
+    except JobsFailed as e:  # jobs that raised or whose worker died: each named; a rerun redoes only those
+        typer.echo(f"error: {e}", err=True)
+        return 1
     except (typer.Abort, click.exceptions.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130

@@ -371,6 +371,46 @@ class AuditConfig:
             raise ConfigError(f"audit.records_per_reference: must be >= 0, got {self.records_per_reference}")
 
 
+EXECUTION_BACKENDS = ("local", "ray")
+
+
+@dataclass
+class ExecutionConfig:
+    """Where the students and signals stages run their jobs (leakaudit.executors): one job per student, one per
+    target for sampling, one per model for scoring. Results do not depend on it, so it is left out of
+    `StudyConfig.hash` (a run directory resumes under either backend)."""
+
+    __pydantic_config__ = _FORBID
+
+    backend: str = "local"
+    """'local' = one job after another in this process (no Ray needed); 'ray' = each job a Ray task (the optional
+    extra `leakaudit[ray]`). With ray the run directory must be on a filesystem every Ray worker sees."""
+    address: str | None = None
+    """ray: the cluster to join (ray.init(address=...)): 'auto' = the cluster `ray start` set up on this node,
+    'ray://host:10001' = a remote head; null = start a Ray instance on this machine for the run."""
+    gpus_per_student: float = 1.0
+    """ray: GPUs each job asks Ray for (a student, a target's sampling, a model's scoring); 0 on CPU-only clusters.
+    A job that asks for more GPUs than the cluster has is refused before anything is submitted (no hang)."""
+    cpus_per_student: float = 1.0
+    """ray: CPUs each job asks Ray for (> 0). Ray sets OMP_NUM_THREADS in the worker from it."""
+    max_retries: int = 0
+    """ray: times Ray reruns a job whose worker process died (Ray's task max_retries). 0: a dead worker is
+    reported with the job's id and the study's rerun redoes the job (the DONE markers say what is missing)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in EXECUTION_BACKENDS:
+            raise ConfigError(f"execution.backend: must be one of {', '.join(EXECUTION_BACKENDS)}, "
+                              f"got {self.backend!r}")
+        if self.address is not None and not str(self.address).strip():
+            raise ConfigError("execution.address: must be a Ray address ('auto', 'ray://host:port') or null")
+        if self.gpus_per_student < 0:
+            raise ConfigError(f"execution.gpus_per_student: must be >= 0, got {self.gpus_per_student}")
+        if self.cpus_per_student <= 0:
+            raise ConfigError(f"execution.cpus_per_student: must be > 0, got {self.cpus_per_student}")
+        if self.max_retries < 0:
+            raise ConfigError(f"execution.max_retries: must be >= 0, got {self.max_retries}")
+
+
 def _default_data() -> DataConfig:
     return DataConfig(domains={"math": DomainSource("champ")})
 
@@ -400,6 +440,8 @@ class StudyConfig:
     metrics: Checked[MetricsConfig] = field(default_factory=MetricsConfig)
     audit: Checked[AuditConfig] | None = None
     """Set for an audit (`leakaudit audit`): the given target and how its references are made."""
+    execution: Checked[ExecutionConfig] = field(default_factory=ExecutionConfig)
+    """Where the students and signals jobs run (local or Ray); not part of `hash()`."""
 
     def __post_init__(self) -> None:
         if not self.name.strip():
@@ -428,11 +470,13 @@ class StudyConfig:
         return _STUDY.dump_python(self, mode="json")
 
     def hash(self) -> str:
-        """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written and every
+        """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written
+        (`out_root`) and how its jobs are executed (`execution`: results do not depend on it), and every
         key of NEUTRAL_DEFAULTS at its neutral value (an option added later, at the value that computes what the
         code did before it existed: runs made before it keep their hash and resume), and the PACING_KEYS at any."""
         d = self.to_dict()
         d.pop("out_root")
+        d.pop("execution")
         for dotted, neutral in NEUTRAL_DEFAULTS.items():
             *parents, key = dotted.split(".")
             section = d

@@ -79,6 +79,12 @@ def mark_done(directory: str | os.PathLike, info: dict | None = None) -> None:
     write_json(Path(directory) / DONE_NAME, info or {})
 
 
+def partial_dir(final_dir: str | os.PathLike) -> Path:
+    """Where `staging_dir` builds `final_dir` (a training student's ledger is there while it runs)."""
+    final_dir = Path(final_dir)
+    return final_dir.with_name(final_dir.name + ".partial")
+
+
 @contextlib.contextmanager
 def staging_dir(final_dir: str | os.PathLike) -> Iterator[Path]:
     """A fresh `<final>.partial` directory that replaces `final_dir` only when the block succeeds.
@@ -87,7 +93,7 @@ def staging_dir(final_dir: str | os.PathLike) -> Iterator[Path]:
     half-complete.
     """
     final_dir = Path(final_dir)
-    partial = final_dir.with_name(final_dir.name + ".partial")
+    partial = partial_dir(final_dir)
     if partial.exists():
         shutil.rmtree(partial)
     partial.mkdir(parents=True)

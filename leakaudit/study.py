@@ -23,12 +23,11 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from tqdm.auto import tqdm
-
 from leakaudit import stage_marks
 from leakaudit.config import StudyConfig, dump_config, with_seed
 from leakaudit.data.records import Record, check_unique, read_jsonl, record_lines, write_jsonl
 from leakaudit.errors import ConfigError, InputError
+from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
@@ -81,6 +80,7 @@ class Study:
         self._plan: MembershipPlan | None = None
         self._todo_from: int | None = None
         self._digests: dict[str, str] = {}
+        self._executor = None
 
     @property
     def is_audit(self) -> bool:
@@ -118,6 +118,19 @@ class Study:
         if self._plan is None:
             self._plan = MembershipPlan.load(self.run.plan_dir)
         return self._plan
+
+    @property
+    def executor(self):
+        """The run's executor (leakaudit.executors; cfg.execution), made at first use and kept for the run."""
+        if self._executor is None:
+            self._executor = make_executor(self.cfg.execution, self.run.root, log=self.log)
+        return self._executor
+
+    def close(self) -> None:
+        """Release the executor (a Ray instance the run started is shut down)."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
 
     def trained_models(self) -> list[str]:
         """Plan models this run trains (students, null students, references it is not given)."""
@@ -181,18 +194,22 @@ class Study:
 
             self.log(f"[audit] {recipe_line(self.reference_recipe())}")
         self._write_header()
-        for i, stage in enumerate(STAGES):
-            if i < self._todo_from:
-                self.log(f"[{stage}] skipped: finished earlier on the same inputs")
-                continue
-            start = time.time()
-            getattr(self, f"stage_{stage}")()
-            self._mark(stage)
-            self.log(f"[{stage}] done in {time.time() - start:.1f} s")
+        try:
+            for i, stage in enumerate(STAGES):
+                if i < self._todo_from:
+                    self.log(f"[{stage}] skipped: finished earlier on the same inputs")
+                    continue
+                start = time.time()
+                getattr(self, f"stage_{stage}")()
+                self._mark(stage)
+                self.log(f"[{stage}] done in {time.time() - start:.1f} s")
+        finally:
+            self.close()
         return self.run.root
 
     def prepare(self) -> None:
         """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2)."""
+        check_backend(self.cfg.execution)
         self._check_run_dir_config()
         if self.is_audit:
             cands, pop = self._audit_records()
@@ -510,48 +527,88 @@ class Study:
         write_json(self.run.teacher_literalness, out)
         self.log(f"[teacher] {summary_line(out, None)}")
 
-    def stage_students(self) -> None:
-        for model_id in tqdm(self.trained_models(), desc="students", disable=not self.progress):
-            self.train_one(model_id)
+    # ---- jobs: what the executor runs (leakaudit.study_jobs calls back into these methods) ------------------
+    def job_args(self, **kwargs) -> dict:
+        """A job's plain-data kwargs: the resolved config with an absolute out_root (a worker rebuilds this Study
+        from it and reads the run directory), whether the job draws its own progress bars (in process only)."""
+        config = self.cfg.to_dict()
+        config["out_root"] = str(Path(self.cfg.out_root).resolve())
+        return {"config": config, "progress": self.progress and self.executor.name == "local", **kwargs}
 
-    def train_one(self, model_id: str) -> None:
+    def run_jobs(self, stage: str, jobs: list[Job], detail: Callable[[], str] | None = None) -> dict:
+        """Run a stage's jobs on the run's executor with a progress bar; every failure is logged with its job id and
+        error, then JobsFailed (naming each) is raised once all jobs have finished."""
+        from leakaudit.progress import StageProgress
+
+        if not jobs:
+            return {}
+        with StageProgress(stage, len(jobs), detail=detail, enabled=self.progress) as bar:
+            out = self.executor.run_jobs(jobs, stage=stage, progress=bar)
+        for f in out.failures:
+            self.log(f"[{stage}] {f.job_id} failed: {f.error}")
+            if f.detail:
+                self.log(f.detail.rstrip())
+        if out.failures:
+            raise JobsFailed(stage, out.failures, len(jobs))
+        return out.results
+
+    def stage_students(self) -> None:
+        """One job per student not yet DONE (leakaudit.study_jobs.train_student_job); DONE students are checked
+        against the plan here."""
+        from leakaudit.progress import running_line, student_statuses
+        from shadow_models.plan import plan_steps
+
+        todo = []
+        for model_id in self.trained_models():
+            if is_done(self.run.model(model_id)):
+                self._check_trained_on(model_id)
+            else:
+                todo.append(model_id)
+        t = self.cfg.training
+        n_steps = {m: len(plan_steps(len(self.plan().members(m)), t.epochs, t.batch_size, 0)) for m in todo}
+        jobs = [Job(m, "leakaudit.study_jobs:train_student_job", self.job_args(model_id=m)) for m in todo]
+        self.run_jobs("students", jobs, detail=lambda: running_line(student_statuses(self.run, todo, n_steps)))
+
+    def _check_trained_on(self, model_id: str) -> None:
+        out = self.run.model(model_id)
+        trained_on = read_json(out / "meta.json").get("record_ids")
+        if sorted(trained_on or []) != sorted(self.plan().members(model_id)):
+            raise InputError(f"models/{model_id} was trained on other records than the plan gives it; "
+                             "rerun with --force students", path=str(out))
+
+    def train_one(self, model_id: str, step_hook: Callable[[dict], None] | None = None) -> None:
         """Train one model of the plan (skipped when its DONE marker exists and it was trained on the plan's
-        records for it). Its seed derives from the master seed and model_id and is recorded in its meta.json."""
+        records for it). Its seed derives from the master seed and model_id and is recorded in its meta.json.
+        `step_hook` reaches shadow_models.train_student (called after each step's ledger line)."""
         import shadow_models
 
         out = self.run.model(model_id)
         plan, records = self.plan(), self.records()
         member_ids = plan.members(model_id)
         if is_done(out):
-            trained_on = read_json(out / "meta.json").get("record_ids")
-            if sorted(trained_on or []) != sorted(member_ids):
-                raise InputError(f"models/{model_id} was trained on other records than the plan gives it; "
-                                 "rerun with --force students", path=str(out))
+            self._check_trained_on(model_id)
             return
         training = with_seed(self.cfg.training, stage_seed(self.cfg.seed, "train", model_id))
         self.log(f"[students] training {model_id} on {len(member_ids)} records")
         shadow_models.train_student(self.cfg.base_model, [records[r] for r in member_ids], out, training,
                                     teacher_model=self.teacher_model(), model_id=model_id, progress=self.progress,
-                                    trust_remote_code=self.cfg.trust_remote_code)
+                                    trust_remote_code=self.cfg.trust_remote_code,
+                                    **({"step_hook": step_hook} if step_hook is not None else {}))
 
     def stage_signals(self) -> None:
+        """1) one job per target without trajectories: sample them (sample_one); 2) once all are sampled, one job per
+        model with something left to score (score_one); 3) each target's fresh DONE, written here once every model
+        it needs has scored. Every job skips what is already stored, so a rerun redoes only what is missing."""
         from leakaudit.assemble import BASE_ID
-        from leakaudit.signals.stages import sample_fresh, score_fixed, score_fresh
+        from leakaudit.signals.store import has_logp, has_trajectories
 
-        plan, records = self.plan(), self.records()
+        plan = self.plan()
         k_in, k_out = plan.reference_counts(self.cfg.plan.n_matched_references)
         pending = [v for v in plan.views() if not is_done(self.run.fresh(v.target))]
         # 1) fresh trajectories from each target (student prompt only)
-        for v in tqdm(pending, desc="sample", disable=not self.progress):
-            sampling = with_seed(self.cfg.signals.sampling, stage_seed(self.cfg.seed, "sample", v.target))
-            cands = [records[r] for r in plan.candidates[v.domain]]
-            with self._backend(v.target) as backend:
-                if self.api_target and v.target == TARGET_ID:
-                    from leakaudit.signals.api_stage import sample_fresh_api
-
-                    sample_fresh_api(backend, self.tokenizer, cands, sampling, self.run.fresh(v.target))
-                else:
-                    sample_fresh(backend, self.tokenizer, cands, sampling, self.run.fresh(v.target))
+        self.run_jobs("sample", [Job(f"sample:{v.target}", "leakaudit.study_jobs:sample_job",
+                                     self.job_args(target=v.target))
+                                 for v in pending if not has_trajectories(self.run.fresh(v.target))])
         # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
         scorers = {v.target: plan.references(v, k_in, k_out).fresh_scorers(v.target, BASE_ID) for v in pending}
         for v in plan.offline_views():  # the offline references score every candidate of every target
@@ -562,22 +619,51 @@ class Study:
         for v in pending:
             for m, record_ids in scorers[v.target].items():
                 needs.setdefault(m, []).append((v.target, record_ids))
-        for m in tqdm([BASE_ID, *plan.models], desc="score", disable=not self.progress):
+        jobs = []
+        for m in [BASE_ID, *plan.models]:
             fixed_missing = not self.run.fixed(m).is_file()
-            if not fixed_missing and not needs.get(m):
-                continue
-            with self._backend(m) as backend:
-                # an API target without prompt log-probs cannot score fixed texts (its fixed attacks are skipped)
-                if fixed_missing and getattr(backend, "scores_fixed_texts", True):
-                    domains = sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]
-                    recs = [records[r] for d in domains for r in plan.candidates[d] + plan.population[d]]
-                    score_fixed(backend, self.tokenizer, recs, self.run.fixed(m), vocab_stats=True)
-                for target, record_ids in needs.get(m, []):
-                    if record_ids is not None:
-                        record_ids = [r for r in record_ids if r not in self._excluded(target)]
-                    score_fresh(backend, m, self.run.fresh(target), record_ids=record_ids)
+            fresh = [[t, ids] for t, ids in needs.get(m, []) if not has_logp(self.run.fresh(t), m)]
+            if fixed_missing or fresh:
+                jobs.append(Job(f"score:{m}", "leakaudit.study_jobs:score_job",
+                                self.job_args(model_id=m, fixed=fixed_missing, fresh=fresh)))
+        self.run_jobs("score", jobs)
         for v in pending:
             mark_done(self.run.fresh(v.target), {"scored_by": scorers[v.target]})
+
+    def sample_one(self, target: str) -> None:
+        """Sample a target's fresh trajectories of its domain's candidates (seed derived from the master seed and
+        the target); nothing when they are stored already."""
+        from leakaudit.signals.stages import sample_fresh
+
+        plan, records = self.plan(), self.records()
+        view = next(v for v in plan.views() if v.target == target)
+        sampling = with_seed(self.cfg.signals.sampling, stage_seed(self.cfg.seed, "sample", target))
+        cands = [records[r] for r in plan.candidates[view.domain]]
+        with self._backend(target) as backend:
+            if self.api_target and target == TARGET_ID:
+                from leakaudit.signals.api_stage import sample_fresh_api
+
+                sample_fresh_api(backend, self.tokenizer, cands, sampling, self.run.fresh(target))
+            else:
+                sample_fresh(backend, self.tokenizer, cands, sampling, self.run.fresh(target))
+
+    def score_one(self, model_id: str, fixed: bool, fresh: list) -> None:
+        """Load one model once; score its domain's fixed texts (`fixed`) and the targets' trajectories it is asked
+        to (`fresh`: [target, record_ids or None] pairs). Each output is skipped when stored already."""
+        from leakaudit.assemble import BASE_ID
+        from leakaudit.signals.stages import score_fixed, score_fresh
+
+        plan, records = self.plan(), self.records()
+        with self._backend(model_id) as backend:
+            # an API target without prompt log-probs cannot score fixed texts (its fixed attacks are skipped)
+            if fixed and getattr(backend, "scores_fixed_texts", True):
+                domains = sorted(plan.candidates) if model_id == BASE_ID else [plan.models[model_id]["domain"]]
+                recs = [records[r] for d in domains for r in plan.candidates[d] + plan.population[d]]
+                score_fixed(backend, self.tokenizer, recs, self.run.fixed(model_id), vocab_stats=True)
+            for target, record_ids in fresh:
+                if record_ids is not None:
+                    record_ids = [r for r in record_ids if r not in self._excluded(target)]
+                score_fresh(backend, model_id, self.run.fresh(target), record_ids=record_ids)
 
     def _excluded(self, target: str) -> dict[str, str]:
         """Records of `target` whose API trajectories could not be recovered (none for a local target)."""

@@ -19,7 +19,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from accelerate.utils import gather_object
@@ -64,7 +64,7 @@ def main_process_staging(accelerator: Any, out_dir: Path) -> Iterator[Path | Non
 
 def train_student(base_model: str, records: list[Record], out_dir: Path, config: OPDConfig, *,
                   teacher_model: str | None = None, model_id: str = "", progress: bool = True,
-                  trust_remote_code: bool = False) -> Path:
+                  trust_remote_code: bool = False, step_hook: Callable[[dict], None] | None = None) -> Path:
     """Train one student by on-policy distillation on `records`; returns `out_dir` (at once if DONE exists).
 
     Per step: the student samples one completion per record of the batch from its current policy
@@ -74,6 +74,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     Writes weights (or a LoRA adapter), meta.json, ledger.jsonl (one line per step) and DONE last, building in
     `<out_dir>.partial`; a crash leaves no `out_dir`, and with `config.save_checkpoints` the rerun resumes.
     `trust_remote_code` reaches the tokenizer, the student and the teacher loads (off by default).
+    `step_hook(entry)`, if given, is called with each step's ledger entry once its line is written (the study's
+    fault-injection point for tests of killed workers; progress views read the ledger file instead).
     """
     config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
     out_dir = Path(out_dir)
@@ -127,6 +129,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
             if ledger_path is not None:
                 with open(ledger_path, "a", encoding="utf-8") as f:
                     f.write(line)
+            if step_hook is not None:
+                step_hook(entry)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(kl=f"{entry['teacher_kl']:.3f}", loss=f"{entry['loss']:.3f}")

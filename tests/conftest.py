@@ -28,6 +28,25 @@ def tiny_model_dir_b(tmp_path_factory):
     return str(make_tiny_llama(tmp_path_factory.mktemp("tiny1"), seed=1))
 
 
+def tiny_study_config(out_root, tiny_model_dir, *extra):
+    """The tiny preset on the tiny model, run name e2e under `out_root`, with `--set` style extras."""
+    from leakaudit.config import load_config
+
+    return load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={out_root}",
+                                                 "name=e2e", *extra])
+
+
+@pytest.fixture(scope="session")
+def tiny_study_run(tmp_path_factory, tiny_model_dir):
+    """The tiny study run once per session with the local executor: (cfg, root). Shared by test_study_e2e and the
+    executor tests (which compare a Ray run against it); tests that edit a run work on a copy."""
+    from leakaudit.study import Study
+
+    cfg = tiny_study_config(tmp_path_factory.mktemp("study"), tiny_model_dir)
+    root = Study(cfg, progress=False, log=lambda m: None).run_all()
+    return cfg, root
+
+
 @pytest.fixture(scope="module")
 def peaked_model(tiny_model_dir):
     """The tiny model with its (tied) embedding scaled up, so next-token distributions are far from uniform."""

@@ -174,3 +174,24 @@ def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_b
     assert load_config(preset="tiny", overrides=["data.n_reference_records=2", "plan.n_offline_references=1"]
                        ).hash() != base.hash()
     assert load_config(preset="tiny", overrides=["data.n_reference_records=2"]).hash() != base.hash()
+
+
+def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path):
+    """Issue 15: where the jobs run does not change what they compute, so `execution` never changes the hash (a run
+    directory resumes under either backend, and runs made before the section existed keep theirs)."""
+    plain = load_config(preset="tiny")
+    assert plain.execution.backend == "local" and plain.execution.address is None
+    on_ray = load_config(preset="tiny", overrides=["execution.backend=ray", "execution.address=auto",
+                                                   "execution.gpus_per_student=0", "execution.cpus_per_student=4"])
+    assert on_ray.execution.backend == "ray" and on_ray.execution.cpus_per_student == 4
+    assert on_ray.hash() == plain.hash() == "af1f74a85905"  # the tiny preset's hash before the section existed
+    path = tmp_path / "study.yaml"
+    path.write_text(dump_config(on_ray))
+    assert load_config(path).execution == on_ray.execution
+    for bad, message in [("execution.backend=slurm", "execution.backend: must be one of local, ray"),
+                         ("execution.gpus_per_student=-1", "execution.gpus_per_student: must be >= 0"),
+                         ("execution.cpus_per_student=0", "execution.cpus_per_student: must be > 0"),
+                         ("execution.max_retries=-2", "execution.max_retries: must be >= 0"),
+                         ("execution.workers=3", "execution.workers: unknown key")]:
+        with pytest.raises(ConfigError, match=message):
+            load_config(preset="tiny", overrides=[bad])

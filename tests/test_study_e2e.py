@@ -18,11 +18,8 @@ def _cfg(tmp_path, tiny_model_dir, *extra):
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory, tiny_model_dir):
-    tmp = tmp_path_factory.mktemp("study")
-    cfg = _cfg(tmp, tiny_model_dir)
-    root = Study(cfg, progress=False, log=lambda m: None).run_all()
-    return cfg, root
+def finished_run(tiny_study_run):
+    return tiny_study_run  # conftest: run once per session, shared with tests/test_executors.py
 
 
 def test_every_artefact_written(finished_run):

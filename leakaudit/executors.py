@@ -1,0 +1,298 @@
+"""Executors: run a stage's independent jobs in this process or as Ray tasks, behind one call, `run_jobs`.
+
+The students stage (one job per student) and the signals stage (one job per target for sampling, then one per
+model for scoring) hand their jobs to the run's executor (`make_executor(cfg.execution, ...)`):
+
+    results = executor.run_jobs(jobs, stage="students", progress=bar)   # -> JobResults(results, failures)
+
+Contract shared by both executors:
+- A `Job` is plain data: an id (a student's model_id, "sample:<target>", "score:<model>"), the dotted name of a
+  module-level function ("package.module:function") and JSON-like keyword arguments (paths, dicts, lists). Models
+  never travel; a job loads what it needs from the run directory. The function is called as
+  `fn(ctx: JobContext, **kwargs)`.
+- Every job runs, whatever the others do; `run_jobs` returns each job's result or its failure (id + one-line
+  error). It does not raise for a failed job: the stage decides (`JobsFailed` lists every failure).
+- Jobs write their outputs with the stages' own DONE-marker-last semantics (staging directory renamed into place,
+  atomic files), so a job killed mid-way leaves nothing that looks complete and a rerun redoes only what is
+  missing. Executors add no state of their own to the run directory besides the visibility probe.
+
+Ray (`execution.backend: ray`) is imported only here and only for that backend. Each Ray task first checks that it
+can see the run directory (a probe file the driver writes before submitting), so a worker on a node without the
+shared filesystem fails at once naming the path and the node instead of hanging or writing elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import signal
+import socket
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+from leakaudit.errors import ConfigError
+
+if TYPE_CHECKING:  # the config module imports pydantic and the sections' packages; the CLI imports this module
+    from leakaudit.config import ExecutionConfig
+
+PROBE_NAME = ".executor_probe.json"
+"""Written by the driver in the run directory before it submits Ray tasks; hidden (stage digests skip it)."""
+FAULT_ENV = "LEAKAUDIT_FAULT"
+"""Fault injection for tests: comma-separated '<action>@<point>:<job_id>' (action raise | kill; point start: before
+the job's function, step: after a training step's ledger line). Read by the driver when it submits jobs and handed
+to each job as plain data, so it reaches Ray workers started before it was set."""
+RAY_POLL_S = 1.0
+"""How often the Ray executor refreshes the progress view while waiting for jobs."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: `fn` ('module:function') called as fn(ctx, **kwargs) with plain-data kwargs."""
+
+    job_id: str
+    fn: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    job_id: str
+    error: str
+    """One line: the exception type and message, or how the worker died."""
+    detail: str = ""
+    """The traceback where there is one (logged, not part of the summary)."""
+
+
+@dataclass
+class JobResults:
+    results: dict[str, Any]
+    failures: list[JobFailure]
+
+
+class JobsFailed(RuntimeError):
+    """Some jobs of a stage failed; every other job ran. The message names each failed job and its error."""
+
+    def __init__(self, stage: str, failures: Sequence[JobFailure], n_jobs: int):
+        self.stage, self.failures, self.n_jobs = stage, list(failures), n_jobs
+        lines = [f"  {f.job_id}: {f.error}" for f in self.failures]
+        super().__init__(f"{stage}: {len(self.failures)} of {n_jobs} jobs failed (a rerun redoes only the jobs "
+                         "whose outputs are missing):\n" + "\n".join(lines))
+
+
+class RunDirNotVisible(RuntimeError):
+    """A worker cannot see the run directory the driver wrote."""
+
+
+class Progress(Protocol):
+    """What an executor reports to while it runs a stage (leakaudit.progress.StageProgress)."""
+
+    def update(self, done: int, running: int, failed: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a job function gets besides its kwargs: its id, a log, and the fault-injection points."""
+
+    job_id: str
+    log: Callable[[str], None] = print
+    fault: str | None = None
+
+    def checkpoint(self, point: str) -> None:
+        """Act on a fault injected for this job at `point` (FAULT_ENV): raise, or SIGKILL this very process
+        (what a crashed node or an OOM kill does to a worker)."""
+        for spec in (self.fault or "").split(","):
+            action, _, rest = spec.strip().partition("@")
+            at, _, job_id = rest.partition(":")
+            if job_id != self.job_id or at != point:
+                continue
+            if action == "raise":
+                raise RuntimeError(f"injected fault at {point} of {job_id}")
+            if action == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _resolve(dotted: str) -> Callable[..., Any]:
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def check_visible(probe: dict[str, str]) -> None:
+    """Raise RunDirNotVisible unless the driver's probe file is readable here and holds its token."""
+    path = Path(probe["path"])
+    try:
+        token = json.loads(path.read_text(encoding="utf-8")).get("token")
+    except (OSError, ValueError):
+        token = None
+    if token != probe["token"]:
+        node = socket.gethostname()
+        raise RunDirNotVisible(f"node {node} (pid {os.getpid()}) cannot see the run directory {path.parent}: "
+                               f"{path} is missing or was written by another run. The run directory must be on a "
+                               "filesystem every Ray worker sees (set out_root to a shared path)")
+
+
+def call_job(job_id: str, fn: str, kwargs: dict[str, Any], fault: str | None = None,
+             probe: dict[str, str] | None = None, log: Callable[[str], None] | None = None) -> Any:
+    """Run one job where it lands (this process or a Ray worker): check the run directory is visible, then
+    fn(ctx, **kwargs)."""
+    if probe is not None:
+        check_visible(probe)
+    ctx = JobContext(job_id, log=log or print, fault=fault)
+    ctx.checkpoint("start")
+    return _resolve(fn)(ctx, **kwargs)
+
+
+class LocalExecutor:
+    """Jobs one after another in this process (the default; no Ray). A job that raises is recorded and the next
+    one runs; KeyboardInterrupt still stops the study."""
+
+    name = "local"
+
+    def __init__(self, log: Callable[[str], None] = print):
+        self.log = log
+
+    def run_jobs(self, jobs: Sequence[Job], *, stage: str, progress: Progress | None = None) -> JobResults:
+        results: dict[str, Any] = {}
+        failures: list[JobFailure] = []
+        fault = os.environ.get(FAULT_ENV)
+        for job in jobs:
+            if progress is not None:
+                progress.update(len(results), 1, len(failures))
+            try:
+                results[job.job_id] = call_job(job.job_id, job.fn, job.kwargs, fault=fault, log=self.log)
+            except Exception as e:  # any error of one job is that job's failure; the others still run
+                failures.append(JobFailure(job.job_id, f"{type(e).__name__}: {e}", traceback.format_exc()))
+        if progress is not None:
+            progress.update(len(results), 0, len(failures))
+        return JobResults(results, failures)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class RayExecutor:
+    """Each job a Ray task asking for cfg.cpus_per_student CPUs and cfg.gpus_per_student GPUs; Ray places them
+    (a laptop, a node with several GPUs, a cluster). Joins `cfg.address` (or an instance this process already
+    started, e.g. a test's ray.init), else starts a local instance and shuts it down on close()."""
+
+    name = "ray"
+
+    def __init__(self, cfg: ExecutionConfig, run_root: Path, log: Callable[[str], None] = print):
+        self.cfg = cfg
+        self.run_root = Path(run_root).resolve()
+        self.log = log
+        self._ray: Any = None
+        self._started_here = False
+
+    def _start(self) -> Any:
+        if self._ray is not None:
+            return self._ray
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=self.cfg.address, log_to_driver=True, include_dashboard=False)
+            self._started_here = True
+        self._ray = ray
+        gpus = ray.cluster_resources().get("GPU", 0)
+        if self.cfg.gpus_per_student > gpus:
+            raise ConfigError(f"execution.gpus_per_student: each job asks for {self.cfg.gpus_per_student:g} GPUs "
+                              f"but the Ray cluster has {gpus:g}; set execution.gpus_per_student=0 to run on CPUs "
+                              "(or join a cluster with GPUs via execution.address)")
+        return ray
+
+    def _write_probe(self) -> dict[str, str]:
+        from leakaudit.io import write_json
+
+        probe = {"path": str(self.run_root / PROBE_NAME), "token": uuid.uuid4().hex}
+        write_json(probe["path"], {"token": probe["token"], "driver": socket.gethostname()})
+        return probe
+
+    def run_jobs(self, jobs: Sequence[Job], *, stage: str, progress: Progress | None = None) -> JobResults:
+        results: dict[str, Any] = {}
+        failures: list[JobFailure] = []
+        if not jobs:
+            return JobResults(results, failures)
+        ray = self._start()
+        probe = self._write_probe()
+        fault = os.environ.get(FAULT_ENV)
+        task = ray.remote(call_job)
+        by_ref = {}
+        for job in jobs:
+            # the task's name in Ray's logs and dashboard: students:math-s0, sample:math-s0 (ids that carry a stage
+            # already are not prefixed again)
+            name = job.job_id if job.job_id.startswith(f"{stage}:") else f"{stage}:{job.job_id}"
+            ref = task.options(num_cpus=self.cfg.cpus_per_student, num_gpus=self.cfg.gpus_per_student,
+                               max_retries=self.cfg.max_retries, name=name
+                               ).remote(job.job_id, job.fn, job.kwargs, fault=fault, probe=probe)
+            by_ref[ref] = job
+        waiting = list(by_ref)
+        try:
+            while waiting:
+                if progress is not None:
+                    progress.update(len(results), len(waiting), len(failures))
+                ready, waiting = ray.wait(waiting, num_returns=len(waiting), timeout=RAY_POLL_S, fetch_local=False)
+                for ref in ready:
+                    job = by_ref[ref]
+                    try:
+                        results[job.job_id] = ray.get(ref)
+                    except ray.exceptions.RayTaskError as e:  # the job's function raised: report its own error
+                        cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else e
+                        failures.append(JobFailure(job.job_id, f"{type(cause).__name__}: {_first_line(cause)}",
+                                                   str(e)))
+                    except ray.exceptions.RayError as e:  # the worker or its node died (SIGKILL, OOM, lost node)
+                        failures.append(JobFailure(job.job_id,
+                                                   f"worker died ({type(e).__name__}: {_first_line(e)})", str(e)))
+        finally:
+            # interrupted (Ctrl-C): stop this stage's tasks on a cluster that outlives the driver; their partial
+            # outputs are not marked DONE, so the rerun redoes them
+            for ref in waiting:
+                ray.cancel(ref, force=True)
+        if progress is not None:
+            progress.update(len(results), 0, len(failures))
+        return JobResults(results, failures)
+
+    def close(self) -> None:
+        """Shut down the Ray instance this executor started (one it joined is left running)."""
+        if self._started_here and self._ray is not None:
+            self._ray.shutdown()
+        self._ray, self._started_here = None, False
+
+
+def echo_job(ctx: JobContext, **kwargs: Any) -> dict[str, Any]:
+    """A job that loads nothing: where it ran (node, pid, OMP_NUM_THREADS) and its kwargs. For checking that a
+    cluster runs leakaudit's jobs and sees the run directory (docs/ray.md), and for the executor tests."""
+    return {"job_id": ctx.job_id, "node": socket.gethostname(), "pid": os.getpid(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **kwargs}
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def import_ray() -> Any:
+    """The ray module, or ConfigError (exit 2) naming execution.backend when it is not installed."""
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError("execution.backend: 'ray' needs the ray package, which is not installed; "
+                          "pip install 'leakaudit[ray]' (or use execution.backend=local)")
+    import ray
+
+    return ray
+
+
+def check_backend(cfg: ExecutionConfig) -> None:
+    """Fail before a run writes anything when its backend cannot run here (ray requested but not installed)."""
+    if cfg.backend == "ray" and importlib.util.find_spec("ray") is None:
+        import_ray()
+
+
+def make_executor(cfg: ExecutionConfig, run_root: Path, log: Callable[[str], None] = print
+                  ) -> LocalExecutor | RayExecutor:
+    """The executor `cfg.backend` names (Ray is imported at its first job, not here)."""
+    check_backend(cfg)
+    if cfg.backend == "ray":
+        return RayExecutor(cfg, run_root, log)
+    return LocalExecutor(log)

@@ -1,0 +1,176 @@
+"""Executors (issue 15): the local and Ray executors run every job and report each failure with its id; a Ray run
+of the tiny study equals the local one; a raising job and a SIGKILLed worker are reported and the rerun resumes."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from leakaudit.executors import (FAULT_ENV, Job, JobsFailed, LocalExecutor, RunDirNotVisible, call_job,
+                                 check_visible)
+
+ECHO = "leakaudit.executors:echo_job"
+
+
+def test_local_executor_runs_every_job_and_reports_each_failure(monkeypatch):
+    monkeypatch.setenv(FAULT_ENV, "raise@start:b")
+    out = LocalExecutor(log=lambda m: None).run_jobs([Job(j, ECHO, {"x": i}) for i, j in enumerate("abc")],
+                                                     stage="t")
+    assert {k: v["x"] for k, v in out.results.items()} == {"a": 0, "c": 2}
+    assert [(f.job_id, f.error) for f in out.failures] == [("b", "RuntimeError: injected fault at start of b")]
+    err = JobsFailed("students", out.failures, 3)
+    assert "1 of 3 jobs failed" in str(err) and "  b: RuntimeError: injected fault at start of b" in str(err)
+
+
+def test_cli_names_every_failed_job_and_exits_1(monkeypatch, capsys):
+    from leakaudit.cli import main
+    from leakaudit.executors import JobFailure
+    from leakaudit.study import Study
+
+    def failing(self):
+        raise JobsFailed("students", [JobFailure("math-s1", "RuntimeError: out of memory"),
+                                      JobFailure("math-s2", "worker died (WorkerCrashedError: ...)")], 5)
+
+    monkeypatch.setattr(Study, "run_all", failing)
+    assert main(["run-study", "--preset", "tiny"]) == 1
+    err = capsys.readouterr().err
+    assert "error: students: 2 of 5 jobs failed" in err
+    assert "  math-s1: RuntimeError: out of memory\n  math-s2: worker died (WorkerCrashedError: ...)" in err
+
+
+def test_a_worker_that_cannot_see_the_run_directory_says_so(tmp_path):
+    probe = {"path": str(tmp_path / "run" / ".executor_probe.json"), "token": "t0"}
+    with pytest.raises(RunDirNotVisible, match=r"node .* cannot see the run directory .*run: .* must be on a "
+                                               r"filesystem every Ray worker sees"):
+        call_job("a", ECHO, {}, probe=probe)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".executor_probe.json").write_text(json.dumps({"token": "t0"}))
+    check_visible(probe)  # visible: no error
+
+
+def test_ray_requested_but_not_installed_is_a_config_error(monkeypatch, tmp_path):
+    import importlib.util
+
+    from leakaudit.cli import main
+    from leakaudit.config import load_config
+    from leakaudit.errors import ConfigError
+    from leakaudit.executors import make_executor
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    cfg = load_config(preset="tiny", overrides=["execution.backend=ray"])
+    with pytest.raises(ConfigError, match=r"execution.backend: 'ray' needs the ray package"):
+        make_executor(cfg.execution, tmp_path)
+    assert main(["run-study", "--preset", "tiny", "--set", f"out_root={tmp_path}", "--set",
+                 "execution.backend=ray"]) == 2
+    assert not (tmp_path / "tiny").exists()  # refused before the run directory is written
+
+
+# ---- Ray: one local instance for the module -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ray_instance():
+    ray = pytest.importorskip("ray")
+    import torch
+
+    # Ray gives a task OMP_NUM_THREADS = its num_cpus: ask for this process's torch thread count so workers compute
+    # with as many threads as the local run did (reduction order, hence every float, then matches)
+    threads = torch.get_num_threads()
+    ray.init(num_cpus=max(2, threads), include_dashboard=False, log_to_driver=False)
+    yield threads
+    ray.shutdown()
+
+
+@pytest.mark.current_deps
+def test_ray_executor_reports_a_raising_job_and_a_killed_worker(ray_instance, tmp_path, monkeypatch):
+    from leakaudit.config import ExecutionConfig
+    from leakaudit.executors import RayExecutor
+
+    monkeypatch.setenv(FAULT_ENV, "raise@start:b,kill@start:c")
+    ex = RayExecutor(ExecutionConfig(backend="ray", gpus_per_student=0), tmp_path / "run", log=lambda m: None)
+    out = ex.run_jobs([Job(j, ECHO, {"x": i}) for i, j in enumerate("abcd")], stage="t")
+    assert {k: v["x"] for k, v in out.results.items()} == {"a": 0, "d": 3}
+    assert out.results["a"]["omp_num_threads"] == str(ray_instance)
+    errors = {f.job_id: f.error for f in out.failures}
+    assert errors["b"] == "RuntimeError: injected fault at start of b"
+    assert errors["c"].startswith("worker died (")
+    ex.close()  # joined the test's instance: leaves it running
+    import ray
+
+    assert ray.is_initialized()
+
+
+@pytest.mark.current_deps
+def test_ray_worker_without_the_run_directory_fails_clearly(ray_instance, tmp_path):
+    import ray
+
+    probe = {"path": str(tmp_path / "elsewhere" / ".executor_probe.json"), "token": "t"}
+    with pytest.raises(ray.exceptions.RayTaskError) as e:
+        ray.get(ray.remote(call_job).options(num_cpus=1).remote("a", ECHO, {}, None, probe), timeout=60)
+    assert isinstance(e.value.cause, RunDirNotVisible) and str(tmp_path / "elsewhere") in str(e.value.cause)
+
+
+@pytest.mark.current_deps
+def test_gpus_the_cluster_lacks_are_refused_not_waited_for(ray_instance, tmp_path):
+    from leakaudit.config import ExecutionConfig
+    from leakaudit.errors import ConfigError
+    from leakaudit.executors import RayExecutor
+
+    ex = RayExecutor(ExecutionConfig(backend="ray", gpus_per_student=1), tmp_path, log=lambda m: None)
+    with pytest.raises(ConfigError, match=r"execution.gpus_per_student: each job asks for 1 GPUs but the Ray "
+                                          r"cluster has 0"):
+        ex.run_jobs([Job("a", ECHO, {})], stage="t")
+
+
+def _mtimes(root, ids):
+    return {m: (root / "models" / m / "DONE").stat().st_mtime_ns for m in ids}
+
+
+@pytest.mark.current_deps
+def test_tiny_study_on_ray_fails_per_job_resumes_and_equals_the_local_run(ray_instance, tiny_study_run, tmp_path,
+                                                                          tiny_model_dir, monkeypatch):
+    """Run 1: student math-s1 raises, math-s2's worker is SIGKILLed after its first step -> both reported by id,
+    no complete-looking directory for either. Run 2: sampling for math-s0 raises -> reported as sample:math-s0.
+    Run 3 completes, retraining only the two failed students; scores and metrics equal the local run's."""
+    from conftest import tiny_study_config
+    from leakaudit.study import Study
+
+    local_cfg, local_root = tiny_study_run
+    cfg = tiny_study_config(tmp_path, tiny_model_dir, "execution.backend=ray", "execution.gpus_per_student=0",
+                            f"execution.cpus_per_student={ray_instance}")
+    assert cfg.hash() == local_cfg.hash()
+    root = cfg.run_dir
+    logs: list[str] = []
+
+    monkeypatch.setenv(FAULT_ENV, "raise@start:math-s1,kill@step:math-s2")
+    with pytest.raises(JobsFailed) as e:
+        Study(cfg, progress=False, log=logs.append).run_all()
+    errors = {f.job_id: f.error for f in e.value.failures}
+    assert set(errors) == {"math-s1", "math-s2"} and e.value.stage == "students"
+    assert errors["math-s1"] == "RuntimeError: injected fault at start of math-s1"
+    assert errors["math-s2"].startswith("worker died")
+    assert any(m.startswith("[students] math-s2 failed: worker died") for m in logs)
+    assert not (root / "models" / "math-s1").exists() and not (root / "models" / "math-s2").exists()
+    assert (root / "models" / "math-s2.partial" / "ledger.jsonl").is_file()  # killed mid-way, after a step
+    kept = ["math-s0", "math-s3", "math-null"]
+    before = _mtimes(root, kept)
+
+    monkeypatch.setenv(FAULT_ENV, "raise@start:sample:math-s0")
+    with pytest.raises(JobsFailed) as e:
+        Study(cfg, progress=False, log=logs.append).run_all()
+    assert [(f.job_id, f.error) for f in e.value.failures] == [
+        ("sample:math-s0", "RuntimeError: injected fault at start of sample:math-s0")]
+    assert _mtimes(root, kept) == before
+
+    monkeypatch.delenv(FAULT_ENV)
+    Study(cfg, progress=False, log=logs.append).run_all()
+    assert _mtimes(root, kept) == before  # the rerun trained only what was missing
+    assert not list((root / "models").glob("*.partial"))
+    pd.testing.assert_frame_equal(pd.read_parquet(root / "scores.parquet"),
+                                  pd.read_parquet(local_root / "scores.parquet"))
+    assert (root / "metrics.csv").read_text() == (local_root / "metrics.csv").read_text()
+    ours, theirs = (json.loads((r / "metrics.json").read_text()) for r in (root, local_root))
+    for provenance in ("date", "config", "env", "versions"):  # when and where it ran, and the execution section
+        ours.pop(provenance), theirs.pop(provenance)
+    assert ours == theirs

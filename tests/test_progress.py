@@ -1,0 +1,44 @@
+"""The progress view's status table, read from a run directory's DONE markers and ledgers (golden values)."""
+
+from __future__ import annotations
+
+import json
+
+from leakaudit.progress import StageProgress, read_ledger, running_line, student_statuses
+from leakaudit.rundir import RunDir
+
+
+def _ledger(path, kls, partial_tail=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = "".join(json.dumps({"step": i, "teacher_kl": kl, "loss": 0.0}) + "\n" for i, kl in enumerate(kls))
+    path.write_text(lines + partial_tail)
+
+
+def test_status_table_from_done_markers_and_ledgers(tmp_path):
+    run = RunDir(tmp_path)
+    _ledger(tmp_path / "models" / "m-done" / "ledger.jsonl", [0.9, 0.5, 0.25])
+    (tmp_path / "models" / "m-done" / "DONE").write_text("{}")
+    # running: two complete steps and a third line being written (no newline yet) -> not counted
+    _ledger(tmp_path / "models" / "m-run.partial" / "ledger.jsonl", [1.5, 1.125], partial_tail='{"step": 2, "tea')
+    (tmp_path / "models" / "m-start.partial").mkdir()  # staging made, no step finished yet
+    _ledger(tmp_path / "models" / "m-start.partial" / "ledger.jsonl", [])
+    rows = student_statuses(run, ["m-done", "m-run", "m-start", "m-wait"], {"m-run": 8, "m-start": 8})
+    assert [(r.model_id, r.state, r.steps_done, r.n_steps, r.teacher_kl) for r in rows] == [
+        ("m-done", "done", 3, None, 0.25),
+        ("m-run", "running", 2, 8, 1.125),
+        ("m-start", "running", 0, 8, None),
+        ("m-wait", "waiting", 0, None, None),
+    ]
+    assert running_line(rows) == "m-run step 2/8 KL 1.125 | m-start step 0/8 KL -"
+    assert read_ledger(tmp_path / "missing.jsonl") == (0, None)
+
+
+def test_stage_bar_counts_jobs_and_shows_the_detail(capsys):
+    bar = StageProgress("students", 5, detail=lambda: "m0 step 1/2 KL 0.500")
+    bar.update(2, 2, 1)
+    assert bar.bar.n == 3 and bar.last == (2, 2, 1)
+    assert bar.bar.postfix == "running 2 failed 1 | m0 step 1/2 KL 0.500"
+    bar.close()
+    quiet = StageProgress("signals", 3, detail=lambda: 1 / 0, enabled=False)  # disabled: detail never read
+    quiet.update(1, 0, 0)
+    quiet.close()
