@@ -219,8 +219,8 @@ def test_bad_api_flags_exit_2_and_write_nothing(argv, needle, audit_files, tiny_
 def test_api_audit_of_a_string_only_server_that_dies_mid_audit(audit_files, tiny_model_dir, tiny_model_dir_b,
                                                                 capsys):
     """A server that returns token strings only and no prompt log-probs, answers one response whose strings do
-    not re-encode, and is SIGKILLed after the probe and two sampling requests: the audit exits 2 naming the
-    failure; the server comes back on the same URL and the rerun sends only the requests that had no answer
+    not re-encode, and is SIGKILLed after the probe and two sampling requests: the audit exits 1 (a failed job,
+    not bad input) naming the job and the failure; the server comes back on the same URL and the rerun sends only the requests that had no answer
     (nothing lost, nothing sent or stored twice). The record behind the bad response is excluded from every
     attack and listed; the fixed-text attacks are skipped, each with its reason; Leaky runs on the rest."""
     from leakaudit.signals.api_stage import FIXED_REASON, VOCAB_REASON
@@ -231,8 +231,9 @@ def test_api_audit_of_a_string_only_server_that_dies_mid_audit(audit_files, tiny
     argv = ["--target-model", "tiny", "--api-key-env", "", "--api-concurrency", "1", "--api-retries", "1"]
     with ServerProcess(tiny_model_dir, *flags, "--corrupt-first", "1", "--kill-after", str(probe_posts + 2)) as a:
         port = a.port
-        assert _audit(a.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, *argv) == 2 and not a.alive()
-    assert "gave up" in capsys.readouterr().err
+        assert _audit(a.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, *argv) == 1 and not a.alive()
+    err = capsys.readouterr().err
+    assert "sample:target" in err and "gave up" in err, err
     journal = out / "signals" / "fresh" / "target" / "api_journal.jsonl"
     assert len(journal.read_text().splitlines()) == 2
     with ServerProcess(tiny_model_dir, *flags, "--port", str(port)) as b:
