@@ -154,3 +154,21 @@ def test_stages_store_what_the_backend_computes_and_resume(tmp_path, tiny_model_
     got = load_fixed(fixed)
     assert got[r.record_id].tokens.tolist() == reference_text_ids(tokenizer, r)
     assert got[r.record_id].mu is not None and got[r.record_id].sigma.shape == got[r.record_id].logp.shape
+
+
+def test_already_sampled_reuses_only_trajectories_of_the_same_config_and_records(tmp_path):
+    """The resume check both samplers (local and API) share: none stored -> sample; the same config and records ->
+    reuse; another config or other records -> refuse (a run never reuses work done for other inputs)."""
+    from leakaudit.signals.stages import already_sampled
+    from leakaudit.signals.store import save_trajectories
+
+    cfg = SamplingConfig(n_per_record=1, max_new_tokens=4, seed=3)
+    assert not already_sampled(tmp_path, cfg, ["a", "b"])
+    save_trajectories(tmp_path, ["a", "b"], [[[1, 2]], [[3]]],
+                      {"config": cfg.to_dict(), "record_ids": ["a", "b"], "requested_record_ids": ["a", "b", "c"]})
+    assert already_sampled(tmp_path, cfg, ["a", "b"])
+    assert already_sampled(tmp_path, cfg, ["a", "b", "c"], ids_key="requested_record_ids")
+    with pytest.raises(ConfigError, match="another config or other records"):
+        already_sampled(tmp_path, cfg, ["a", "c"])
+    with pytest.raises(ConfigError, match="another config or other records"):
+        already_sampled(tmp_path, SamplingConfig(n_per_record=2, max_new_tokens=4, seed=3), ["a", "b"])

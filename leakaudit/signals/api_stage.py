@@ -84,16 +84,13 @@ def sample_fresh_api(backend: ApiBackend, tokenizer: Any, records: Sequence[Any]
     already holds them)."""
     from leakaudit.data.records import check_unique
     from leakaudit.prompting import student_prompt_ids
-    from leakaudit.signals.store import has_trajectories, load_sampling_meta, save_trajectories
+    from leakaudit.signals.stages import already_sampled
+    from leakaudit.signals.store import save_trajectories
 
     check_unique(records)
     out_dir = Path(out_dir)
     ids = [r.record_id for r in records]
-    if has_trajectories(out_dir):
-        meta = load_sampling_meta(out_dir)
-        if meta.get("config") != cfg.to_dict() or meta.get("requested_record_ids") != ids:
-            raise ConfigError(f"{out_dir} holds trajectories sampled with another config or other records; "
-                              "delete it to resample")
+    if already_sampled(out_dir, cfg, ids, ids_key="requested_record_ids"):  # excluded records are not stored
         return 0
     start = time.time()
     prompts = [student_prompt_ids(tokenizer, r) for r in records]

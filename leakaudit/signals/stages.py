@@ -22,6 +22,18 @@ from leakaudit.signals.store import (has_logp, has_trajectories, load_prompts, l
                                      load_trajectories, save_fixed, save_logp, save_trajectories)
 
 
+def already_sampled(out_dir: Path, cfg: SamplingConfig, record_ids: list[str], *, ids_key: str = "record_ids") -> bool:
+    """True when out_dir holds trajectories sampled with `cfg` for `record_ids` (meta[ids_key]); False when it holds
+    none. Trajectories of another config or other records raise: a run never reuses work done for other inputs."""
+    if not has_trajectories(out_dir):
+        return False
+    meta = load_sampling_meta(out_dir)
+    if meta.get("config") != cfg.to_dict() or meta.get(ids_key) != record_ids:
+        raise ConfigError(f"{out_dir} holds trajectories sampled with another config or other records; "
+                          f"delete it to resample")
+    return True
+
+
 def sample_fresh(backend: Backend, tokenizer: Any, records: Sequence[Record], cfg: SamplingConfig,
                  out_dir: str | os.PathLike, *, model_ref: str = "") -> int:
     """Sample cfg.n_per_record trajectories per record into out_dir. Returns the number of trajectories
@@ -29,11 +41,7 @@ def sample_fresh(backend: Backend, tokenizer: Any, records: Sequence[Record], cf
     check_unique(records)
     out_dir = Path(out_dir)
     ids = [r.record_id for r in records]
-    if has_trajectories(out_dir):
-        meta = load_sampling_meta(out_dir)
-        if meta.get("config") != cfg.to_dict() or meta.get("record_ids") != ids:
-            raise ConfigError(f"{out_dir} holds trajectories sampled with another config or other records; "
-                              f"delete it to resample")
+    if already_sampled(out_dir, cfg, ids):
         return 0
     start = time.time()
     prompts = [student_prompt_ids(tokenizer, r) for r in records]
