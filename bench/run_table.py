@@ -102,13 +102,13 @@ def _realism_cells(root: Path) -> dict[str, str]:
         if "similarity" in q:
             out["realism: held-out samples vs canonical body: similarity / parses"] = (
                 f"{q['similarity']:.3f} / {q.get('parses', float('nan')):.2f}")
-        for key in ("answer_match", "label_match"):
+        for key in ("final_answer_match", "label_match"):  # realism.py's math and medical measures
             if key in q:
                 out[f"realism: held-out {key.replace('_', ' ')}"] = f"{q[key]:.3f}"
         s = (lv.get("all") or {}).get("samples") or {}
         if s:
-            out["realism: distinct samples per record / mean tokens"] = (
-                f"{s['distinct_fraction']:.2f} / {s['mean_tokens']:.1f}")
+            out["realism: distinct samples per record / mean tokens / at the token cap"] = (
+                f"{s['distinct_fraction']:.2f} / {s['mean_tokens']:.1f} / {s['at_cap_fraction']:.2f}")
         break
     return out
 
