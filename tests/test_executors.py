@@ -4,6 +4,7 @@ of the tiny study equals the local one; a raising job and a SIGKILLed worker are
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -88,10 +89,13 @@ def test_ray_executor_reports_a_raising_job_and_a_killed_worker(ray_instance, tm
     from leakaudit.executors import RayExecutor
 
     monkeypatch.setenv(FAULT_ENV, "raise@start:b,kill@start:c")
-    ex = RayExecutor(ExecutionConfig(backend="ray", gpus_per_student=0), tmp_path / "run", log=lambda m: None)
+    # 2 CPUs per job (the instance has >= 2): Ray sets a worker's OMP_NUM_THREADS from them unless the driver's
+    # environment sets it (then the worker inherits that: 1 under `OMP_NUM_THREADS=1`; unset under make test)
+    ex = RayExecutor(ExecutionConfig(backend="ray", gpus_per_student=0, cpus_per_student=2), tmp_path / "run",
+                     log=lambda m: None)
     out = ex.run_jobs([Job(j, ECHO, {"x": i}) for i, j in enumerate("abcd")], stage="t")
     assert {k: v["x"] for k, v in out.results.items()} == {"a": 0, "d": 3}
-    assert out.results["a"]["omp_num_threads"] == str(ray_instance)
+    assert out.results["a"]["omp_num_threads"] == os.environ.get("OMP_NUM_THREADS", "2")
     errors = {f.job_id: f.error for f in out.failures}
     assert errors["b"] == "RuntimeError: injected fault at start of b"
     assert errors["c"].startswith("worker died (")
