@@ -4,8 +4,10 @@ current step and latest teacher KL, read from its ledger (whichever executor run
 Two parts with one job each: `student_statuses` reads the run directory into a status table (tested with golden
 values); `StageProgress` draws it in the terminal as one tqdm bar per stage (tqdm is already a dependency).
 A student is 'done' when models/<id>/DONE exists, 'running' while its staging directory models/<id>.partial holds
-a ledger (shadow_models.train_student appends one line per step there), else 'waiting'. With Ray, 'running' in a
-stage's counts means submitted and not finished (running, or waiting for a free GPU/CPU).
+a ledger (shadow_models.train_student appends one line per step there), else 'waiting'. A staging ledger last written
+before `since` (the stage's start) is a killed run's leftover, which the student's job deletes when it starts: that
+student is 'waiting' until then, not 'running' at the dead run's step. With Ray, 'running' in a stage's counts means
+submitted and not finished (running, or waiting for a free GPU/CPU).
 """
 
 from __future__ import annotations
@@ -53,15 +55,17 @@ def read_ledger(path: Path) -> tuple[int, dict | None]:
     return n, last
 
 
-def student_statuses(run: RunDir, model_ids: Sequence[str], n_steps: dict[str, int] | None = None
-                     ) -> list[StudentStatus]:
-    """One row per model id, in the order given."""
+def student_statuses(run: RunDir, model_ids: Sequence[str], n_steps: dict[str, int] | None = None,
+                     since: float | None = None) -> list[StudentStatus]:
+    """One row per model id, in the order given. `since` (a time.time() value, e.g. the stage's start): staging
+    ledgers last modified before it are ignored (a killed run's leftovers)."""
     rows = []
     for m in model_ids:
         final = run.model(m)
+        staged = partial_dir(final) / "ledger.jsonl"
         if is_done(final):
             state, ledger = "done", final / "ledger.jsonl"
-        elif (partial_dir(final) / "ledger.jsonl").is_file():
+        elif staged.is_file() and (since is None or _mtime(staged) >= since):
             state, ledger = "running", partial_dir(final) / "ledger.jsonl"
         else:
             state, ledger = "waiting", None
@@ -69,6 +73,13 @@ def student_statuses(run: RunDir, model_ids: Sequence[str], n_steps: dict[str, i
         kl = last.get("teacher_kl") if last else None
         rows.append(StudentStatus(m, state, count, (n_steps or {}).get(m), None if kl is None else float(kl)))
     return rows
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # deleted between the check and here: the job just restarted it
+        return float("-inf")
 
 
 def running_line(rows: Sequence[StudentStatus]) -> str:

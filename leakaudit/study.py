@@ -567,7 +567,9 @@ class Study:
         t = self.cfg.training
         n_steps = {m: len(plan_steps(len(self.plan().members(m)), t.epochs, t.batch_size, 0)) for m in todo}
         jobs = [Job(m, "leakaudit.study_jobs:train_student_job", self.job_args(model_id=m)) for m in todo]
-        self.run_jobs("students", jobs, detail=lambda: running_line(student_statuses(self.run, todo, n_steps)))
+        started = time.time()  # staging ledgers older than this are a killed run's (progress.student_statuses)
+        self.run_jobs("students", jobs,
+                      detail=lambda: running_line(student_statuses(self.run, todo, n_steps, since=started)))
 
     def _check_trained_on(self, model_id: str) -> None:
         out = self.run.model(model_id)

@@ -42,3 +42,23 @@ def test_stage_bar_counts_jobs_and_shows_the_detail(capsys):
     quiet = StageProgress("signals", 3, detail=lambda: 1 / 0, enabled=False)  # disabled: detail never read
     quiet.update(1, 0, 0)
     quiet.close()
+
+
+def test_a_killed_runs_staging_ledger_is_not_shown_as_running(tmp_path):
+    """Bug: after a restart every student whose job had not started yet showed the killed run's last step from its
+    leftover models/<id>.partial/ledger.jsonl. A ledger last written before the stage started is 'waiting'."""
+    import os
+
+    run = RunDir(tmp_path)
+    stale = tmp_path / "models" / "m-old.partial" / "ledger.jsonl"
+    _ledger(stale, [1.5, 1.25, 1.0])
+    os.utime(stale, (1000.0, 1000.0))  # written by the killed run, long before this stage started
+    fresh = tmp_path / "models" / "m-new.partial" / "ledger.jsonl"
+    _ledger(fresh, [0.75])
+    os.utime(fresh, (2000.0, 2000.0))
+    rows = student_statuses(run, ["m-old", "m-new"], {"m-old": 18, "m-new": 18}, since=1500.0)
+    assert [(r.model_id, r.state, r.steps_done, r.teacher_kl) for r in rows] == [
+        ("m-old", "waiting", 0, None), ("m-new", "running", 1, 0.75)]
+    assert running_line(rows) == "m-new step 1/18 KL 0.750"
+    # without `since` (a caller that does not know when the stage began) both count, as before
+    assert [r.state for r in student_statuses(run, ["m-old", "m-new"])] == ["running", "running"]
