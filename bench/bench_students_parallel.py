@@ -1,0 +1,95 @@
+"""Benchmark: the students stage's two shapes on this machine's cores (issue 15: local vs Ray at the default study's
+scale, where a whole local-and-Ray pair of default studies costs hours).
+
+The local executor trains one student at a time with every core (one process, torch threads = cores); the Ray
+executor with `execution.cpus_per_student=1` trains one student per core side by side (Ray sets each worker's
+OMP_NUM_THREADS to its CPUs). Both shapes run bench/bench_opd_step.py's `after` setting (the default study's OPD step:
+8 human-eval prompts, 48 new tokens, full_rkl, the current trainer) for `--steps` measured steps after a warm-up:
+
+- local: one process, `--threads <cores>`, pinned to all cores;
+- ray:   one process per core, `--threads 1`, each pinned to its core, started together.
+
+Students per hour = processes x 3600 / mean measured step seconds x (1 / steps per student) is the same factor for
+both, so the ratio of step throughputs is the students stage's local/Ray wall-time ratio (Ray's own start-up, a few
+seconds per study, and its per-task model loads are not in it; bench/results/executors.json measures those on the
+tiny study). Shapes alternate (local, ray, ray, local) so a drift in the machine's load cancels.
+Writes bench/results/students_parallel.json with the CPU flags.
+
+    python bench/bench_students_parallel.py            # about 12 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def run_shape(shape: str, cores: list[int], steps: int, workdir: Path, model: str) -> dict:
+    """One shape, all its processes started together; per-process step seconds read from their JSON."""
+    procs = []
+    groups = [cores] if shape == "local" else [[c] for c in cores]
+    for i, group in enumerate(groups):
+        out = workdir / f"{shape}_{i}_{time.time_ns()}.json"
+        env = {**os.environ, "OMP_NUM_THREADS": str(len(group)), "MKL_NUM_THREADS": str(len(group))}
+        cmd = ["taskset", "-c", ",".join(map(str, group)), sys.executable, str(HERE / "bench_opd_step.py"),
+               "--model", model, "--settings", "after", "--no-abba", "--steps", str(steps), "--threads", str(len(group)),
+               "--note", f"bench_students_parallel {shape}", "--out", str(out)]
+        procs.append((out, subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+    start = time.perf_counter()
+    per_process = []
+    for out, p in procs:
+        _, err = p.communicate()
+        if p.returncode:
+            raise SystemExit(f"{shape}: bench_opd_step failed:\n{err.decode()[-2000:]}")
+        run = json.loads(out.read_text())["runs"][0]
+        per_process.append({"step_seconds": [round(s, 2) for s in run["step_seconds"]],
+                            "completion_tokens": run["completion_tokens"]})
+    wall = time.perf_counter() - start
+    steps_s = [s for p in per_process for s in p["step_seconds"]]
+    mean = statistics.fmean(steps_s)
+    return {"shape": shape, "processes": len(groups), "threads_per_process": len(groups[0]),
+            "mean_step_s": round(mean, 2), "steps_per_hour": round(len(groups) * 3600 / mean, 1),
+            "wall_s": round(wall, 1), "per_process": per_process}
+
+
+def cpu_flags() -> list[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return sorted(f for f in flags if f in {"avx512_bf16", "amx_bf16", "amx_tile", "avx512f"})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=2, help="measured steps per process (after one warm-up step)")
+    ap.add_argument("--model", default="smollm2-135m", help="bench_opd_step.py's --model ('tiny' for a smoke run)")
+    ap.add_argument("--out", default=str(HERE / "results" / "students_parallel.json"))
+    args = ap.parse_args()
+    cores = sorted(os.sched_getaffinity(0))
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in ("local", "ray", "ray", "local"):
+            runs.append(run_shape(shape, cores, args.steps, Path(tmp), args.model))
+            print(json.dumps({k: v for k, v in runs[-1].items() if k != "per_process"}), flush=True)
+    tput = {s: statistics.fmean(r["steps_per_hour"] for r in runs if r["shape"] == s) for s in ("local", "ray")}
+    result = {"command": " ".join(["python bench/bench_students_parallel.py", *sys.argv[1:]]), "model": args.model,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": cores, "cpu_flags": cpu_flags(),
+              "runs": runs, "steps_per_hour": {k: round(v, 1) for k, v in tput.items()},
+              "students_stage_wall_ratio_local_over_ray": round(tput["ray"] / tput["local"], 2)}
+    Path(args.out).write_text(json.dumps(result, indent=2))
+    print(json.dumps({k: result[k] for k in ("steps_per_hour", "students_stage_wall_ratio_local_over_ray")}))
+
+
+if __name__ == "__main__":
+    main()
