@@ -44,6 +44,12 @@ POINTS: dict[str, list[str]] = {
     # a fresh one (issue 14: no tuning on the reported records): more passes, a larger step
     "regime_code_prepared_e8": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.epochs=8"],
     "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
+    # math with a token cap a solution can finish in more often: champ's worked solutions run to a median of 216 tokens
+    # (10th / 90th percentile 109 / 336, the 72 records of regime_math_prepared_seed1), so at 48 every rollout and
+    # sample is an opening and none reaches its answer (0/72 fit in 48 tokens); 128 covers 14/72 whole and costs ~2.7x the rollout
+    # time. Chosen from the realism card (at-cap fraction, final-answer match), which reads no membership label.
+    "regime_math_prepared_tok128": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared",
+                                    "training.max_new_tokens=128", "signals.sampling.max_new_tokens=128"],
     # the hand experiment of issue 6 inside the pipeline: a teacher prepared on 96 records, 8 members per student
     "code_teacher96_m8_e30": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96", "data.n_candidates=16",
                               "training.epochs=30", "training.batch_size=8", "training.max_new_tokens=48"],
