@@ -155,6 +155,9 @@ class LocalExecutor:
     def __init__(self, log: Callable[[str], None] = print):
         self.log = log
 
+    def start(self) -> None:
+        """Nothing to start or check: jobs run in this process."""
+
     def run_jobs(self, jobs: Sequence[Job], *, stage: str, progress: Progress | None = None) -> JobResults:
         results: dict[str, Any] = {}
         failures: list[JobFailure] = []
@@ -188,7 +191,9 @@ class RayExecutor:
         self._ray: Any = None
         self._started_here = False
 
-    def _start(self) -> Any:
+    def start(self) -> Any:
+        """Join or start Ray and check that one job's request fits the cluster (ConfigError otherwise: Ray would
+        leave an infeasible task pending forever). Study.prepare calls it before a run writes anything."""
         if self._ray is not None:
             return self._ray
         ray = import_ray()
@@ -196,11 +201,15 @@ class RayExecutor:
             ray.init(address=self.cfg.address, log_to_driver=True, include_dashboard=False)
             self._started_here = True
         self._ray = ray
-        gpus = ray.cluster_resources().get("GPU", 0)
-        if self.cfg.gpus_per_student > gpus:
-            raise ConfigError(f"execution.gpus_per_student: each job asks for {self.cfg.gpus_per_student:g} GPUs "
-                              f"but the Ray cluster has {gpus:g}; set execution.gpus_per_student=0 to run on CPUs "
-                              "(or join a cluster with GPUs via execution.address)")
+        have = ray.cluster_resources()
+        for field, resource, hint in (("gpus_per_student", "GPU", "set execution.gpus_per_student=0 to run on CPUs "
+                                                                   "(or join a cluster with GPUs via "
+                                                                   "execution.address)"),
+                                      ("cpus_per_student", "CPU", "ask for fewer")):
+            wanted, there = getattr(self.cfg, field), have.get(resource, 0)
+            if wanted > there:
+                raise ConfigError(f"execution.{field}: each job asks for {wanted:g} {resource}s but the Ray cluster "
+                                  f"has {there:g}; {hint}")
         return ray
 
     def _write_probe(self) -> dict[str, str]:
@@ -215,7 +224,7 @@ class RayExecutor:
         failures: list[JobFailure] = []
         if not jobs:
             return JobResults(results, failures)
-        ray = self._start()
+        ray = self.start()
         probe = self._write_probe()
         fault = os.environ.get(FAULT_ENV)
         task = ray.remote(call_job)

@@ -224,6 +224,15 @@ class Study:
         self._check_model_refs()
         self._check_attack_signals()
         self._todo_from = self._check_stage_marks()
+        if self._todo_from <= STAGES.index("signals"):
+            # the executor's resources are known only once it runs (Ray: the cluster's GPUs and CPUs): start it now,
+            # so a job asking for more than the cluster has is refused before the run's first file, not after the
+            # teacher stage (it was: a CPU machine with the default gpus_per_student=1 failed after ~20 minutes)
+            try:
+                self.executor.start()
+            except BaseException:
+                self.close()
+                raise
 
     def _check_run_dir_config(self) -> None:
         if not self.run.config.is_file():

@@ -178,3 +178,22 @@ def test_tiny_study_on_ray_fails_per_job_resumes_and_equals_the_local_run(ray_in
     for provenance in ("date", "config", "env", "versions"):  # when and where it ran, and the execution section
         ours.pop(provenance), theirs.pop(provenance)
     assert ours == theirs
+
+
+@pytest.mark.current_deps
+def test_a_study_asking_for_gpus_the_cluster_lacks_writes_nothing(ray_instance, tmp_path, tiny_model_dir):
+    """Bug: the GPU check ran at the students stage's first job, after the records, plan and teacher stages had
+    written the run directory (20 minutes of teacher on the real model). Now prepare() refuses it: exit 2, and no
+    run directory. The same for CPUs."""
+    from conftest import tiny_study_config
+    from leakaudit.errors import ConfigError
+    from leakaudit.study import Study
+
+    for override, resource in (("execution.gpus_per_student=1", "GPUs"),
+                               ("execution.cpus_per_student=64", "CPUs")):
+        cfg = tiny_study_config(tmp_path, tiny_model_dir, "execution.backend=ray", "execution.gpus_per_student=0",
+                                override)
+        with pytest.raises(ConfigError, match=rf"execution\.\w+_per_student: each job asks for \d+ {resource} but "
+                                              r"the Ray cluster has"):
+            Study(cfg, progress=False, log=lambda m: None).run_all()
+        assert not cfg.run_dir.exists()
