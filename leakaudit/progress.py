@@ -66,7 +66,7 @@ def student_statuses(run: RunDir, model_ids: Sequence[str], n_steps: dict[str, i
         if is_done(final):
             state, ledger = "done", final / "ledger.jsonl"
         elif staged.is_file() and (since is None or _mtime(staged) >= since):
-            state, ledger = "running", partial_dir(final) / "ledger.jsonl"
+            state, ledger = "running", staged
         else:
             state, ledger = "waiting", None
         count, last = read_ledger(ledger) if ledger is not None else (0, None)
