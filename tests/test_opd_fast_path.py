@@ -57,18 +57,30 @@ def _train(model_dir, teacher_dir, out: Path, cfg: OPDConfig):
 
 
 def _assert_same_student(a, b, base, tol=1e-5):
+    """Same ledger (records, lengths, KL, loss, and the gradient's norm, which a mis-scaled accumulation changes),
+    and the same weights. With tol > 0 the weights are compared as AdamW leaves them: it divides each gradient element
+    by its own running magnitude, so an element whose gradient is rounding noise (the tied embedding's rows of tokens
+    that never occur) moves by up to lr in a direction the summation order decides. On an AVX512-only CPU one such
+    element of embed_tokens differed by 1.1e-4 (its tensor moved 2e-3) between one pass and micro-batches of 1,
+    while grad_norm agreed to 6e-7: so at most 0.1% of a tensor's elements may differ by more than tol, and the
+    difference's norm must be <= 1e-3 of the update's."""
     (la, wa), (lb, wb) = a, b
     assert len(la) == len(lb) == 2
     for x, y in zip(la, lb):
         assert x["record_ids"] == y["record_ids"] and x["completion_lengths"] == y["completion_lengths"]
         assert abs(x["teacher_kl"] - y["teacher_kl"]) <= tol
         assert abs(x["loss"] - y["loss"]) <= tol
+        assert abs(x["grad_norm"] - y["grad_norm"]) <= 1e-4 * x["grad_norm"] if tol else x["grad_norm"] == y["grad_norm"]
     assert wa.keys() == wb.keys()
     for name in wa:
-        assert torch.allclose(wa[name], wb[name], atol=tol, rtol=0), name
-        if name in base:  # AdamW rescales tiny gradients: bound the difference by the update itself
-            moved = (wa[name] - base[name]).abs().max()
-            assert moved > 0 and (wa[name] - wb[name]).abs().max() <= 1e-2 * moved, name
+        diff = (wa[name] - wb[name]).abs()
+        if tol == 0:
+            assert torch.equal(wa[name], wb[name]), name
+            continue
+        assert (diff > tol).float().mean() <= 1e-3, name
+        if name in base:
+            update = wa[name] - base[name]
+            assert update.abs().max() > 0 and diff.norm() <= 1e-3 * update.norm(), name
 
 
 @pytest.fixture(scope="module")
