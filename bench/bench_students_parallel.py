@@ -13,7 +13,7 @@ Students per hour = processes x 3600 / mean measured step seconds x (1 / steps p
 both, so the ratio of step throughputs is the students stage's local/Ray wall-time ratio (Ray's own start-up, a few
 seconds per study, and its per-task model loads are not in it; bench/results/executors.json measures those on the
 tiny study). Shapes alternate (local, ray, ray, local) so a drift in the machine's load cancels.
-Writes bench/results/students_parallel.json with the CPU flags.
+Writes bench/results/students_parallel.json with the CPU (leakaudit.envinfo.cpu_info, as env.json records it).
 
     python bench/bench_students_parallel.py            # about 12 minutes on 2 cores
 """
@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from leakaudit.envinfo import cpu_info
 
 HERE = Path(__file__).resolve().parent
 
@@ -61,15 +63,6 @@ def run_shape(shape: str, cores: list[int], steps: int, workdir: Path, model: st
             "wall_s": round(wall, 1), "per_process": per_process}
 
 
-def cpu_flags() -> list[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return sorted(f for f in flags if f in {"avx512_bf16", "amx_bf16", "amx_tile", "avx512f"})
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=2, help="measured steps per process (after one warm-up step)")
@@ -84,7 +77,7 @@ def main() -> None:
             print(json.dumps({k: v for k, v in runs[-1].items() if k != "per_process"}), flush=True)
     tput = {s: statistics.fmean(r["steps_per_hour"] for r in runs if r["shape"] == s) for s in ("local", "ray")}
     result = {"command": " ".join(["python bench/bench_students_parallel.py", *sys.argv[1:]]), "model": args.model,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": cores, "cpu_flags": cpu_flags(),
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": cores, "cpu": cpu_info(),
               "runs": runs, "steps_per_hour": {k: round(v, 1) for k, v in tput.items()},
               "students_stage_wall_ratio_local_over_ray": round(tput["ray"] / tput["local"], 2)}
     Path(args.out).write_text(json.dumps(result, indent=2))
