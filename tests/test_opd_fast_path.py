@@ -58,12 +58,9 @@ def _train(model_dir, teacher_dir, out: Path, cfg: OPDConfig):
 
 def _assert_same_student(a, b, base, tol=1e-5):
     """Same ledger (records, lengths, KL, loss, and the gradient's norm, which a mis-scaled accumulation changes),
-    and the same weights. With tol > 0 the weights are compared as AdamW leaves them: it divides each gradient element
-    by its own running magnitude, so an element whose gradient is rounding noise (the tied embedding's rows of tokens
-    that never occur) moves by up to lr in a direction the summation order decides. On an AVX512-only CPU one such
-    element of embed_tokens differed by 1.1e-4 (its tensor moved 2e-3) between one pass and micro-batches of 1,
-    while grad_norm agreed to 6e-7: so at most 0.1% of a tensor's elements may differ by more than tol, and the
-    difference's norm must be <= 1e-3 of the update's."""
+    and the same weights: each element within 1e-4 of its tensor's largest update plus 4 ulp, or exactly equal when
+    tol == 0. Meaningful only under `linear_adamw` (below): there the update is proportional to the
+    gradient, so float-rounding differences in the gradient stay float-rounding differences in the weights."""
     (la, wa), (lb, wb) = a, b
     assert len(la) == len(lb) == 2
     for x, y in zip(la, lb):
@@ -73,14 +70,32 @@ def _assert_same_student(a, b, base, tol=1e-5):
         assert abs(x["grad_norm"] - y["grad_norm"]) <= 1e-4 * x["grad_norm"] if tol else x["grad_norm"] == y["grad_norm"]
     assert wa.keys() == wb.keys()
     for name in wa:
-        diff = (wa[name] - wb[name]).abs()
         if tol == 0:
             assert torch.equal(wa[name], wb[name]), name
             continue
-        assert (diff > tol).float().mean() <= 1e-3, name
-        if name in base:
-            update = wa[name] - base[name]
-            assert update.abs().max() > 0 and diff.norm() <= 1e-3 * update.norm(), name
+        diff = (wa[name] - wb[name]).abs()
+        update = (wa[name] - base[name]).abs()  # every trained tensor is in the base checkpoint (lm_head is tied)
+        assert update.max() > 0, name
+        # float rounding of the accumulated gradient (relative to the largest update) plus the rounding of the stored
+        # weight itself: a few units in the last place of w (the updates here are ~1e-6, w ~1e-2, an ulp ~2e-9)
+        ulp = torch.nextafter(wa[name].abs(), torch.tensor(float("inf"))) - wa[name].abs()
+        assert (diff <= 1e-4 * update.max() + 4 * ulp).all(), name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def linear_adamw():
+    """AdamW with eps = 1e-2, far above every gradient element here (grad_norm ~3e-3), for this module's trainings.
+
+    With the default eps = 1e-8, AdamW's first steps move each element by about lr * sign(gradient) whatever its
+    size, so an element whose gradient is rounding noise moves by +-lr in a direction the summation order decides:
+    between one pass and micro-batches such elements differed by 1.1e-4 (embed_tokens, AVX512-only CPU) and in 0.2%
+    of v_proj (the floor dependency versions), failing a weight comparison that says nothing about accumulation.
+    With eps far above |gradient| the update is lr * m / eps, linear in the gradient, so comparing weights compares
+    the accumulated gradients, scale included."""
+    adamw = torch.optim.AdamW
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch.optim, "AdamW", lambda params, **kw: adamw(params, eps=1e-2, **kw))
+        yield
 
 
 @pytest.fixture(scope="module")
