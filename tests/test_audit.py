@@ -16,6 +16,8 @@ import pytest
 from leakaudit.cli import main
 from leakaudit.config import load_config
 
+pytestmark = pytest.mark.heavy  # whole studies/audits: make test runs them, make test-floors does not
+
 FAST = ["--train-references", "2", "--set", "training.epochs=1", "--set", "training.max_new_tokens=4",
         "--set", "training.batch_size=3", "--set", "signals.sampling.n_per_record=2",
         "--set", "signals.sampling.max_new_tokens=4", "--set", "metrics.n_boot=20"]

@@ -32,6 +32,7 @@ def _run(args: list[str], timeout: float, **env: str) -> subprocess.CompletedPro
                           env=full_env, cwd=REPO)
 
 
+@pytest.mark.heavy
 def test_cpu_smoke_runs_every_part(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     start = time.time()

@@ -11,6 +11,8 @@ swapped, sign flipped) would fail it.
 
 from __future__ import annotations
 
+import pytest
+
 import pandas as pd
 
 from leakaudit.config import load_config
@@ -51,6 +53,7 @@ def _memorise(base_model, records, out_dir, config, *, teacher_model=None, model
     return out_dir
 
 
+@pytest.mark.heavy
 def test_planted_memorisation_is_detected(tmp_path, tiny_model_dir, monkeypatch):
     import shadow_models
 

@@ -20,6 +20,8 @@ from leakaudit.study import STAGES, Study
 from shadow_models import TeacherPrepConfig
 from shadow_models.teacher_prep import prepare_teacher, sft_example, sft_records
 
+pytestmark = pytest.mark.heavy  # whole studies/audits: make test runs them, make test-floors does not
+
 
 def _math(i: int) -> Record:
     return Record("math", f"Solve: what is {i} + {i}?",

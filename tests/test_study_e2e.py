@@ -80,6 +80,7 @@ def test_changed_config_is_refused(finished_run, tiny_model_dir):
         Study(other, progress=False, log=lambda m: None).run_all()
 
 
+@pytest.mark.heavy
 def test_crash_in_training_loses_only_that_stage(tmp_path, tiny_model_dir, monkeypatch):
     import shadow_models
 
@@ -166,6 +167,7 @@ def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_pa
     assert not set(meta["record_ids"]) & candidates
 
 
+@pytest.mark.heavy
 def test_background_set_is_shared_by_every_student_and_disjoint_from_every_other_record(tmp_path, tiny_model_dir):
     """Issue 14: every student and the null student of a domain train on the same background set besides their own
     records; no background record is a candidate, a population record or a teacher record."""
@@ -193,6 +195,7 @@ def test_background_set_is_shared_by_every_student_and_disjoint_from_every_other
     assert saved["background"] == {"math": plan.background["math"]} and saved["params"]["n_background"] == {"math": 6}
 
 
+@pytest.mark.heavy
 def test_offline_references_attack_every_target_beside_the_matched_ones(tmp_path, tiny_model_dir):
     """Issue 14 item 3: with plan.n_offline_references every target is attacked again with the domain's offline
     references (trained on background + reference-only records, never a candidate), by the attacks that read

@@ -159,6 +159,7 @@ def trainers_imported():
     import shadow_models.trainer  # noqa: F401
 
 
+@pytest.mark.heavy
 def test_tiny_study_end_to_end_on_the_vllm_backend(trainers_imported, fake_vllm, tiny_model_dir, tmp_path):
     """`--set signals.backend=vllm` through every stage: each model is opened as vllm.LLM with engine arguments
     only, fresh trajectories are sampled and every signal is scored through it, and the study finishes."""
