@@ -11,9 +11,8 @@ swapped, sign flipped) would fail it.
 
 from __future__ import annotations
 
-import pytest
-
 import pandas as pd
+import pytest
 
 from leakaudit.config import load_config
 from leakaudit.study import Study

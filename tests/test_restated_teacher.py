@@ -20,8 +20,6 @@ from leakaudit.study import STAGES, Study
 from shadow_models import TeacherPrepConfig
 from shadow_models.teacher_prep import prepare_teacher, sft_example, sft_records
 
-pytestmark = pytest.mark.heavy  # whole studies/audits: make test runs them, make test-floors does not
-
 
 def _math(i: int) -> Record:
     return Record("math", f"Solve: what is {i} + {i}?",
@@ -145,6 +143,7 @@ def restated_run(tmp_path_factory, tiny_model_dir):
     return cfg, root, logs
 
 
+@pytest.mark.heavy  # the module's whole restated-teacher study
 def test_restated_study_trains_its_teacher_on_restatements_of_non_candidates(restated_run):
     from leakaudit.data.records import read_jsonl
     from leakaudit.membership import MembershipPlan
@@ -162,6 +161,7 @@ def test_restated_study_trains_its_teacher_on_restatements_of_non_candidates(res
             str(root / "models" / "_teacher")
 
 
+@pytest.mark.heavy  # the module's whole restated-teacher study
 def test_restated_study_writes_both_literalness_files(restated_run):
     from leakaudit.literalness import load
 
@@ -183,6 +183,7 @@ def test_restated_study_writes_both_literalness_files(restated_run):
     assert any(m.startswith("[attacks] teacher restated") for m in logs)
 
 
+@pytest.mark.heavy  # the module's whole restated-teacher study
 def test_restated_study_resumes_and_old_runs_without_the_files_still_resume(restated_run, tmp_path):
     cfg, root, _ = restated_run
     logs = []
@@ -212,6 +213,7 @@ def test_restated_study_resumes_and_old_runs_without_the_files_still_resume(rest
     assert (root / "sample_literalness.json").is_file()
 
 
+@pytest.mark.heavy  # the module's whole restated-teacher study
 def test_restated_study_report_names_its_teacher_and_shows_the_literalness_it_measured(restated_run):
     """The report stage reads both literalness files and the teacher's meta.json (issue 14: every run's report
     names which teacher it used and measures how literal it was)."""
