@@ -24,13 +24,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from leakaudit.envinfo import cpu_info
+from pinned_processes import core_groups, start_pinned, wait_for_json
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,24 +38,19 @@ HERE = Path(__file__).resolve().parent
 def run_shape(shape: str, cores: list[int], steps: int, workdir: Path, model: str) -> dict:
     """One shape, all its processes started together; per-process step seconds read from their JSON."""
     procs = []
-    groups = [cores] if shape == "local" else [[c] for c in cores]
+    groups = core_groups(shape, cores)
     for i, group in enumerate(groups):
         out = workdir / f"{shape}_{i}_{time.time_ns()}.json"
-        env = {**os.environ, "OMP_NUM_THREADS": str(len(group)), "MKL_NUM_THREADS": str(len(group))}
-        cmd = ["taskset", "-c", ",".join(map(str, group)), sys.executable, str(HERE / "bench_opd_step.py"),
-               "--model", model, "--settings", "after", "--no-abba", "--steps", str(steps), "--threads", str(len(group)),
-               "--note", f"bench_students_parallel {shape}", "--out", str(out)]
-        procs.append((out, subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
-    start = time.perf_counter()
+        procs.append((out, start_pinned(group, [
+            sys.executable, str(HERE / "bench_opd_step.py"), "--model", model, "--settings", "after", "--no-abba",
+            "--steps", str(steps), "--threads", str(len(group)), "--note", f"bench_students_parallel {shape}",
+            "--out", str(out)])))
+    outs, wall = wait_for_json(procs, f"{shape}: bench_opd_step")
     per_process = []
-    for out, p in procs:
-        _, err = p.communicate()
-        if p.returncode:
-            raise SystemExit(f"{shape}: bench_opd_step failed:\n{err.decode()[-2000:]}")
-        run = json.loads(out.read_text())["runs"][0]
+    for o in outs:
+        run = o["runs"][0]
         per_process.append({"step_seconds": [round(s, 2) for s in run["step_seconds"]],
                             "completion_tokens": run["completion_tokens"]})
-    wall = time.perf_counter() - start
     steps_s = [s for p in per_process for s in p["step_seconds"]]
     mean = statistics.fmean(steps_s)
     return {"shape": shape, "processes": len(groups), "threads_per_process": len(groups[0]),
