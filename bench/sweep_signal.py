@@ -40,6 +40,12 @@ POINTS: dict[str, list[str]] = {
     "regime_math_prepared": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared"],
     "regime_medical_restated": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=restated"],
     "regime_medical_prepared": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=prepared"],
+    # both reference designs in one run (issue 14, part 3): the matched OUT students as above, and 4 offline references
+    # trained on the background + 12 of 24 reference-only records (never a candidate), attacks labelled '@offline'.
+    # The reference slice follows every other one in the seeded shuffle, so the students' records and seeds, hence
+    # the matched design's scores, are regime_medical_prepared's.
+    "regime_medical_prepared_offline4": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=prepared",
+                                         "plan.n_offline_references=4", "data.n_reference_records=24"],
     # recipes that train harder inside the regime, to be chosen on a development seed (--seed 1) and then reported on
     # a fresh one (issue 14: no tuning on the reported records): more passes, a larger step
     "regime_code_prepared_e8": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.epochs=8"],
