@@ -42,6 +42,7 @@ def column(root: Path) -> dict[str, str]:
     for label, a in (("**Leaky** (target − max OUT reference, rectified)", "leaky"),
                      ("Leaky, offline references", "leaky@offline"),
                      ("fresh_gap_max (same, not rectified)", "fresh_gap_max"),
+                     ("fresh_gap_max, offline references", "fresh_gap_max@offline"),
                      ("fresh_loss (target's log p of its own samples)", "fresh_loss"),
                      ("fresh_gap_base (target − base)", "fresh_gap_base"),
                      ("LOSS (fixed privileged text)", "loss")):
@@ -50,7 +51,11 @@ def column(root: Path) -> dict[str, str]:
     cells["Min-K% / Min-K%++ / zlib"] = " / ".join(f"{dom.loc[a, 'auroc']:.3f}"
                                                    for a in ("min_k", "min_k_plus_plus", "zlib") if has(a))
     for label, a in (("ref_ratio_refs (target − reference students)", "ref_ratio_refs"),
-                     ("LiRA online", "lira_online"), ("RMIA", "rmia"), ("RMIA, offline references", "rmia@offline"),
+                     ("ref_ratio_refs, offline references", "ref_ratio_refs@offline"),
+                     ("LiRA online", "lira_online"), ("LiRA offline, offline references", "lira_offline@offline"),
+                     ("RMIA", "rmia"),
+                     # the offline design runs an online attack's offline form (leakaudit.audit.offline_attacks)
+                     ("RMIA offline, offline references", "rmia_offline@offline"),
                      ("blind text baseline (no model)", "blind_text")):
         if has(a):
             cells[label] = _ci(dom.loc[a])
@@ -109,6 +114,8 @@ def _realism_cells(root: Path) -> dict[str, str]:
         if s:
             out["realism: distinct samples per record / mean tokens / at the token cap"] = (
                 f"{s['distinct_fraction']:.2f} / {s['mean_tokens']:.1f} / {s['at_cap_fraction']:.2f}")
+            if s.get("seq_rep_4") is not None:  # cards written before it lack it
+                out["realism: seq-rep-4 of the samples (repeated 4-grams; near 1 = a loop)"] = f"{s['seq_rep_4']:.3f}"
         break
     return out
 

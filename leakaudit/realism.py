@@ -24,8 +24,11 @@ an audit's target, each null student, labelled with ``null_check`` and ``label_s
     the target itself, i.e. temperature 1 and top_p 1 (``sampling.unbiased``; the card flags other settings).
     Trajectories with a NaN log-prob (a model that did not score them) are left out and counted.
   * ``samples``: mean length in tokens, fraction of zero-length trajectories, fraction at the token cap
-    (``max_new_tokens``), fraction whose decoded text is blank, and the mean over records of (distinct
-    trajectories / trajectories): a degenerate target emits one sample whatever it is asked.
+    (``max_new_tokens``), fraction whose decoded text is blank, the mean over records of (distinct
+    trajectories / trajectories): a degenerate target emits one sample whatever it is asked; and ``seq_rep_4``,
+    the mean over trajectories of 1 - distinct 4-grams / 4-grams of its token ids (seq-rep-n, Welleck et al. 2020):
+    a target stuck in a loop ("Clinical note for patient X: Clinical note for patient X: ...") scores near 1,
+    fluent 48-token text near 0. At DEGENERATE_REPETITION or more the summary line says the samples loop.
   * ``quality``: task quality of the decoded samples (the run's tokenizer, study.yaml's base_model; special
     tokens skipped, as leakaudit.literalness.sample_literalness decodes), by domain through ``QUALITY``: math
     final-answer match, medical label match, code similarity to the canonical body and parse check (definitions
@@ -55,6 +58,12 @@ from leakaudit.data.records import Record
 from leakaudit.errors import InputError, LeakauditError
 
 LEVELS = ("all", "members", "non_members", "held_out")
+REPEAT_N = 4
+"""n of the seq-rep-n repetition measure (samples.seq_rep_4)."""
+DEGENERATE_REPETITION = 0.5
+"""Pooled seq-rep-4 from which the summary line calls a domain's samples a loop: half of every sample's 4-grams
+repeat an earlier one (natural text of this length has almost none; the medical copying-teacher students of run
+MO0, which repeat one line, score 0.61-0.71)."""
 BASE_QUALITY = ("not available: the run stores no samples of the base model (signals/fresh/ holds the targets' "
                 "samples only), and the card runs no model")
 ESTIMATE_NOTE = ("Monte-Carlo estimates on the target's own stored samples: E_{y ~ sampler}[log p_target(y) - "
@@ -69,6 +78,8 @@ DEFINITIONS = {
     "samples.distinct_fraction": "mean over records of distinct token sequences / trajectories",
     "samples.empty_fraction": "trajectories whose decoded text (special tokens skipped) is blank",
     "samples.at_cap_fraction": "trajectories with max_new_tokens tokens (cut off by the cap)",
+    "samples.seq_rep_4": "mean over trajectories of 4 tokens or more of 1 - distinct 4-grams / 4-grams of the "
+                         "token ids (seq-rep-4; 0 = no 4-gram repeats, near 1 = a loop)",
     "quality": "mean over records of the mean over the record's samples of the domain's measure",
     "held_out": "candidates the target never trained on (meta.json record_ids; else its non-members; every "
                 "candidate of a null target)",
@@ -126,11 +137,21 @@ def distinct_fraction(trajs: Sequence[np.ndarray]) -> float | None:
     return len({tuple(np.asarray(t).tolist()) for t in trajs}) / len(trajs)
 
 
+def seq_rep(tokens: np.ndarray, n: int = REPEAT_N) -> float | None:
+    """1 - distinct n-grams / n-grams of one trajectory's token ids, in [0, 1); None below n tokens (no n-gram).
+    Written here: seq-rep-n is a few lines over token ids, and no dependency of ours ships it."""
+    t = np.asarray(tokens).tolist()
+    grams = [tuple(t[i:i + n]) for i in range(len(t) - n + 1)]
+    return 1.0 - len(set(grams)) / len(grams) if grams else None
+
+
 def sample_stats(records: Sequence[dict], max_new_tokens: int | None) -> dict:
     """Over `records` (each {"tokens": [int arrays], "texts": [str] | None}): n_records, n_trajectories, mean_tokens,
     zero_length_fraction, at_cap_fraction (None without max_new_tokens), empty_fraction (decoded text blank; None
-    without texts), distinct_fraction (mean over records)."""
+    without texts), distinct_fraction (mean over records), seq_rep_4 (mean over trajectories of REPEAT_N tokens or
+    more; None without one)."""
     lengths = [len(t) for r in records for t in r["tokens"]]
+    reps = [x for x in (seq_rep(t) for r in records for t in r["tokens"]) if x is not None]
     texts = [s for r in records for s in (r["texts"] or [])]
     have_texts = bool(records) and all(r["texts"] is not None for r in records)
     distinct = [d for d in (distinct_fraction(r["tokens"]) for r in records) if d is not None]
@@ -140,7 +161,8 @@ def sample_stats(records: Sequence[dict], max_new_tokens: int | None) -> dict:
             "zero_length_fraction": _r(sum(x == 0 for x in lengths) / n) if n else None,
             "at_cap_fraction": _r(sum(x >= max_new_tokens for x in lengths) / n) if n and max_new_tokens else None,
             "empty_fraction": _r(sum(not s.strip() for s in texts) / len(texts)) if have_texts and texts else None,
-            "distinct_fraction": _r(float(np.mean(distinct))) if distinct else None}
+            "distinct_fraction": _r(float(np.mean(distinct))) if distinct else None,
+            "seq_rep_4": _r(float(np.mean(reps))) if reps else None}
 
 
 # ---------------------------------------------------------------- math: final-answer match
@@ -588,6 +610,7 @@ def card_rows(card: Mapping[str, Any]) -> list[dict]:
                "mean_tokens": _get(lv, "all", "samples", "mean_tokens"),
                "empty_fraction": _get(lv, "all", "samples", "empty_fraction"),
                "distinct_fraction": _get(lv, "all", "samples", "distinct_fraction"),
+               "seq_rep_4": _get(lv, "all", "samples", "seq_rep_4"),
                "quality_metric": metric,
                "quality_held_out": _get(lv, "held_out", "quality", metric) if metric else None,
                "quality_members": _get(lv, "members", "quality", metric) if metric else None,
@@ -628,6 +651,10 @@ def summary_line(card: Mapping[str, Any] | None) -> str:
                      f"{_fmt(_get(lv, 'all', 'kl', 'per_token'))} nats/token, entropy "
                      f"{_fmt(_get(lv, 'all', 'entropy', 'per_token'))} nats/token, distinct samples "
                      f"{_fmt(_get(lv, 'all', 'samples', 'distinct_fraction'))}{quality}")
+        rep = _get(lv, "all", "samples", "seq_rep_4")
+        if rep is not None and rep >= DEGENERATE_REPETITION:
+            parts.append(f"{domain}: the targets' samples loop (seq-rep-4 {rep:.3f} >= {DEGENERATE_REPETITION}: "
+                         "most 4-grams repeat an earlier one), degenerate targets whose attack results say little")
     biased = [t["target"] for t in targets if t["sampling"] and not t["sampling"]["unbiased"]]
     if biased:
         parts.append(f"{len(biased)} target(s) sampled at temperature/top_p != 1 (estimates biased)")

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from fake_run import write_fake_realism, write_fake_run
-from leakaudit.realism import (QUALITY, answer_forms, code_similarity, distinct_fraction, entropy_estimate,
-                               extract_final_answer, final_answer_match, kl_estimate, label_match, named_label,
-                               parses_as_python, realism_card, sample_stats, sampling_info, summary_line,
-                               training_set)
+from leakaudit.realism import (DEGENERATE_REPETITION, QUALITY, answer_forms, code_similarity, distinct_fraction,
+                               entropy_estimate, extract_final_answer, final_answer_match, kl_estimate, label_match,
+                               named_label, parses_as_python, realism_card, sample_stats, sampling_info, seq_rep,
+                               summary_line, training_set)
 from leakaudit.report import build_report
 
 SECRET = "SECRET-PATIENT-4711"
@@ -57,8 +57,31 @@ def test_distinct_fraction_and_sample_stats():
             {"tokens": [b, np.zeros(0, dtype=int)], "texts": ["y", " "]}]
     s = sample_stats(rows, max_new_tokens=3)
     assert s == {"n_records": 2, "n_trajectories": 4, "mean_tokens": 2.0, "zero_length_fraction": 0.25,
-                 "at_cap_fraction": 0.5, "empty_fraction": 0.25, "distinct_fraction": 0.75}
+                 "at_cap_fraction": 0.5, "empty_fraction": 0.25, "distinct_fraction": 0.75, "seq_rep_4": None}
     assert sample_stats([{"tokens": [a], "texts": None}], None)["empty_fraction"] is None
+
+
+def test_seq_rep_by_hand():
+    """1 - distinct 4-grams / 4-grams: 1234 1234 has 5 4-grams, 4 distinct (1234 twice) -> 0.2; six 5s have
+    three 4-grams, all 5555 -> 2/3; under 4 tokens there is no 4-gram; the mean is over trajectories that have one."""
+    loop, flat, short = np.array([1, 2, 3, 4, 1, 2, 3, 4]), np.full(6, 5), np.array([7, 8, 9])
+    assert seq_rep(loop) == pytest.approx(0.2)
+    assert seq_rep(flat) == pytest.approx(2 / 3)
+    assert seq_rep(np.arange(10)) == 0.0 and seq_rep(short) is None
+    s = sample_stats([{"tokens": [loop, flat], "texts": None}, {"tokens": [short], "texts": None}], None)
+    assert s["seq_rep_4"] == pytest.approx((0.2 + 2 / 3) / 2, abs=1e-4)
+
+
+def test_summary_line_says_when_samples_loop():
+    """A domain whose pooled seq-rep-4 reaches DEGENERATE_REPETITION is called a loop; below it, nothing is said."""
+    def card(rep):
+        lv = {"all": {"kl": None, "entropy": None, "samples": {"distinct_fraction": 0.5, "seq_rep_4": rep}},
+              "held_out": None}
+        return {"measured": True, "targets": [], "domains": {"medical": {"n_targets": 8, "targets": [], "levels": lv}}}
+
+    assert "samples loop (seq-rep-4 0.800 >= 0.5" in summary_line(card(0.8))
+    assert "loop" not in summary_line(card(DEGENERATE_REPETITION - 0.01))
+    assert "loop" not in summary_line(card(None))
 
 
 def test_sampling_info_flags_tempered_sampling():

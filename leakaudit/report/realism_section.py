@@ -19,7 +19,7 @@ COLUMNS = {"target": "target", "domain": "domain", "null_check": "null", "traine
            "member_fraction": "members / trained", "kl_per_token": "KL(t||base) /token",
            "kl_members": "KL members", "kl_non_members": "KL non-members", "kl_per_sequence": "KL /sequence",
            "entropy_per_token": "entropy /token", "mean_tokens": "tokens", "empty_fraction": "empty",
-           "distinct_fraction": "distinct", "quality_metric": "quality metric",
+           "distinct_fraction": "distinct", "seq_rep_4": "seq-rep-4", "quality_metric": "quality metric",
            "quality_held_out": "quality held-out", "quality_members": "quality members",
            "parses_held_out": "parses held-out"}
 """card_rows key -> column header of the report's table."""
@@ -45,7 +45,8 @@ def realism_table(card: Mapping) -> pd.DataFrame:
     for c in ("trained", "members", "background", "passes", "steps"):
         df[c] = [MISSING if v is None or pd.isna(v) else str(int(v)) for v in df[c]]
     for c in ("member_fraction", "kl_per_token", "kl_members", "kl_non_members", "kl_per_sequence",
-              "entropy_per_token", "mean_tokens", "empty_fraction", "distinct_fraction", "quality_held_out",
+              "entropy_per_token", "mean_tokens", "empty_fraction", "distinct_fraction", "seq_rep_4",
+              "quality_held_out",
               "quality_members", "parses_held_out"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
     return df.rename(columns=COLUMNS)
@@ -77,7 +78,7 @@ def realism_section(card: Mapping | None) -> str:
                  "are candidates; background: meta's n_background, else trained records neither candidate nor "
                  "population; passes: epochs; steps: optimizer steps). KL(target || base) and entropy in nats: "
                  f"{H.esc(ESTIMATE_NOTE)}. tokens: mean sample length; empty: decoded sample blank; distinct: "
-                 "distinct samples per record / samples. Quality on the target's fresh samples, held-out = "
+                 "distinct samples per record / samples; seq-rep-4: repeated 4-grams per sample (near 1: a loop). Quality on the target's fresh samples, held-out = "
                  "candidates it never trained on (every candidate of a null target): math final-answer match, "
                  "medical label match (the label named last, whole word, case-insensitive), code difflib "
                  "similarity to the canonical body and ast.parse check (never executed). Base model quality: "
