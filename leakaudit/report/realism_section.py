@@ -46,8 +46,7 @@ def realism_table(card: Mapping) -> pd.DataFrame:
         df[c] = [MISSING if v is None or pd.isna(v) else str(int(v)) for v in df[c]]
     for c in ("member_fraction", "kl_per_token", "kl_members", "kl_non_members", "kl_per_sequence",
               "entropy_per_token", "mean_tokens", "empty_fraction", "distinct_fraction", "seq_rep_4",
-              "quality_held_out",
-              "quality_members", "parses_held_out"):
+              "quality_held_out", "quality_members", "parses_held_out"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
     return df.rename(columns=COLUMNS)
 
