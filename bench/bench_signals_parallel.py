@@ -21,7 +21,7 @@ so a drift in the machine's load cancels. From the per-job seconds it projects t
 local = n x (local seconds per job), Ray = ceil(n / cores) x (Ray seconds per round).
 Writes bench/results/signals_parallel.json with the CPU (leakaudit.envinfo.cpu_info).
 
-    python bench/bench_signals_parallel.py --run runs/sweep/regime_medical_prepared_seed0     # ~15 min on 2 cores
+    python bench/bench_signals_parallel.py --run runs/sweep/regime_medical_prepared_offline4_seed0   # ~10 min on 2 cores
 """
 
 from __future__ import annotations
@@ -38,47 +38,54 @@ import time
 from pathlib import Path
 
 from leakaudit.envinfo import cpu_info
+from leakaudit.io import is_done
+from leakaudit.membership import PLAN_FILE
+from leakaudit.rundir import RunDir
 from pinned_processes import core_groups, start_pinned, wait_for_json
 
 HERE = Path(__file__).resolve().parent
-COPIED = ("study.yaml", "records.jsonl", "teacher_records.jsonl", "membership.parquet", "plan.json")
+
+
+def _config(run: Path, at: Path) -> dict:
+    """The run's config (a plain dict) with its run directory moved to `at` (name and out_root)."""
+    from leakaudit.config import load_config
+
+    config = load_config(RunDir(run).config).to_dict()
+    config.update(name=at.name, out_root=str(at.parent.resolve()))
+    return config
+
+
+def _study(run: Path):
+    from leakaudit.config import validate_config
+    from leakaudit.study import Study
+
+    return Study(validate_config(_config(run, run)), progress=False, log=lambda _: None)
 
 
 def scratch_run(run: Path, where: Path) -> dict:
-    """A scratch run directory beside nothing else: the run's small inputs copied, its models linked (read only);
-    returns the config (a plain dict) that points at it."""
-    from leakaudit.config import load_config
-
+    """A scratch run directory holding the run's small inputs (config, records, plan) copied and its models linked
+    (read only); returns the config (a plain dict) that points at it."""
+    src, dst = RunDir(run), RunDir(where)
     where.mkdir(parents=True)
-    for name in COPIED:
-        if (run / name).is_file():
-            shutil.copy2(run / name, where / name)
+    for path in (src.config, src.records, src.teacher_records, src.membership, src.plan_dir / PLAN_FILE):
+        if path.is_file():
+            shutil.copy2(path, dst.root / path.relative_to(src.root))
     (where / "models").symlink_to((run / "models").resolve(), target_is_directory=True)
-    config = load_config(run / "study.yaml").to_dict()
-    config.update(name=where.name, out_root=str(where.parent))
-    return config
+    return _config(run, where)
 
 
 def choose_jobs(run: Path, cores: int) -> tuple[list[str], dict[str, list]]:
     """The first `cores` trained targets of the plan, and for each of them as a model what the real stage gives it
-    to score: [target, record_ids or None] pairs, as Study.stage_signals computes them (fixed texts too)."""
-    from leakaudit.assemble import BASE_ID
-    from leakaudit.config import load_config
-    from leakaudit.io import is_done
-    from leakaudit.membership import MembershipPlan
-
-    cfg = load_config(run / "study.yaml")
-    plan = MembershipPlan.load(run)
-    views = [v for v in plan.views() if is_done(run / "models" / v.target)][:cores]
-    if len(views) < cores:
-        raise SystemExit(f"{run}: {len(views)} trained targets, need {cores} (one per core)")
-    k_in, k_out = plan.reference_counts(cfg.plan.n_matched_references)
-    targets = [v.target for v in views]
+    to score of those targets' trajectories: [target, record_ids or None] pairs (Study.fresh_scorers)."""
+    study = _study(run)
+    targets = [v.target for v in study.plan().views() if is_done(study.run.model(v.target))][:cores]
+    if len(targets) < cores:
+        raise SystemExit(f"{run}: {len(targets)} trained targets, need {cores} (one per core)")
     fresh: dict[str, list] = {t: [] for t in targets}
-    for v in views:
-        for m, ids in plan.references(v, k_in, k_out).fresh_scorers(v.target, BASE_ID).items():
+    for t, scorers in study.fresh_scorers(targets).items():
+        for m, ids in scorers.items():
             if m in fresh:
-                fresh[m].append([v.target, ids])
+                fresh[m].append([t, ids])
     return targets, fresh
 
 

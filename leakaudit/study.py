@@ -614,18 +614,13 @@ class Study:
         from leakaudit.signals.store import has_logp, has_trajectories
 
         plan = self.plan()
-        k_in, k_out = plan.reference_counts(self.cfg.plan.n_matched_references)
         pending = [v for v in plan.views() if not is_done(self.run.fresh(v.target))]
         # 1) fresh trajectories from each target (student prompt only)
         self.run_jobs("sample", [Job(f"sample:{v.target}", "leakaudit.study_jobs:sample_job",
                                      self.job_args(target=v.target))
                                  for v in pending if not has_trajectories(self.run.fresh(v.target))])
         # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
-        scorers = {v.target: plan.references(v, k_in, k_out).fresh_scorers(v.target, BASE_ID) for v in pending}
-        for v in plan.offline_views():  # the offline references score every candidate of every target
-            if v.target in scorers:
-                for m, record_ids in plan.references(v, 0, 0).fresh_scorers(v.target, BASE_ID).items():
-                    scorers[v.target].setdefault(m, record_ids)
+        scorers = self.fresh_scorers([v.target for v in pending])
         needs: dict[str, list[tuple[str, list[str] | None]]] = {}
         for v in pending:
             for m, record_ids in scorers[v.target].items():
@@ -640,6 +635,22 @@ class Study:
         self.run_jobs("score", jobs)
         for v in pending:
             mark_done(self.run.fresh(v.target), {"scored_by": scorers[v.target]})
+
+    def fresh_scorers(self, targets: list[str]) -> dict[str, dict[str, list[str] | None]]:
+        """target -> {model_id: the record ids of the target's trajectories that model scores, None = all}: the
+        target itself, the base, its matched references (for the records they serve) and the domain's offline
+        references (every candidate). Recorded in each target's fresh DONE marker as `scored_by`."""
+        from leakaudit.assemble import BASE_ID
+
+        plan = self.plan()
+        k_in, k_out = plan.reference_counts(self.cfg.plan.n_matched_references)
+        views = {v.target: v for v in plan.views()}
+        scorers = {t: plan.references(views[t], k_in, k_out).fresh_scorers(t, BASE_ID) for t in targets}
+        for v in plan.offline_views():  # the offline references score every candidate of every target
+            if v.target in scorers:
+                for m, record_ids in plan.references(v, 0, 0).fresh_scorers(v.target, BASE_ID).items():
+                    scorers[v.target].setdefault(m, record_ids)
+        return scorers
 
     def sample_one(self, target: str) -> None:
         """Sample a target's fresh trajectories of its domain's candidates (seed derived from the master seed and
