@@ -7,6 +7,7 @@
     leakaudit run-study [--config study.yaml] [--preset default] [--set key=value ...] [--force STAGE]
     leakaudit audit --target DIR_OR_HUB_ID --candidates FILE --population FILE [--references DIR ...]
     leakaudit report RUN_DIR [--redact]
+    leakaudit pool RUN_DIR RUN_DIR ... --out POOLED_DIR
 """
 
 from __future__ import annotations
@@ -220,14 +221,16 @@ def run_study(
     preset: Optional[str] = typer.Option(None, help=f"A shipped preset: {' | '.join(_preset_names())}."),
     set_: List[str] = typer.Option([], "--set", help="Override: dotted.key=value (YAML value). Repeatable."),
     force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
+    domain: List[str] = typer.Option([], help="Run only this domain of the study (a shard, in run directory "
+                                              "<name>-<domain>; `leakaudit pool` joins shards). Repeatable."),
 ) -> None:
     """Run a whole study; completed stages are skipped, so re-running resumes after a crash."""
     import time
 
-    from leakaudit.config import load_config
+    from leakaudit.config import load_config, restrict_domains
     from leakaudit.study import Study
 
-    cfg = load_config(config, preset=preset, overrides=set_)
+    cfg = restrict_domains(load_config(config, preset=preset, overrides=set_), domain)
     start = time.time()
     root = Study(cfg, force=force, log=lambda m: typer.echo(m, err=True)).run_all()
     _print_headline(root)
@@ -341,6 +344,20 @@ def report(run_dir: Path = typer.Argument(..., help="A finished run directory.")
         raise InputError("no scores.parquet (run the study's attacks stage first)", path=str(run_dir))
     path = build_report(run_dir, redact=redact, n_boot=n_boot, seed=seed, n_perm=n_perm)
     _print_headline(run_dir)
+    typer.echo(f"report: {path}")
+
+
+@app.command()
+def pool(runs: List[Path] = typer.Argument(..., help="Finished shards of one study (run-study --domain)."),
+         out: Path = typer.Option(..., help="The pooled run directory (new, or a pool of the same shards)."),
+         n_boot: int = typer.Option(1000), seed: int = typer.Option(0),
+         n_perm: int = typer.Option(200, min=0, help="Relabellings of the blind text null (seeded by --seed).")
+         ) -> None:
+    """Join single-domain runs of one study into one run with a pooled report (leakaudit.pool)."""
+    from leakaudit.pool import pool_runs
+
+    path = pool_runs(out, runs, n_boot=n_boot, seed=seed, n_perm=n_perm)
+    _print_headline(out)
     typer.echo(f"report: {path}")
 
 

@@ -474,6 +474,10 @@ class StudyConfig:
         (`out_root`) and how its jobs are executed (`execution`: results do not depend on it), and every
         key of NEUTRAL_DEFAULTS at its neutral value (an option added later, at the value that computes what the
         code did before it existed: runs made before it keep their hash and resume), and the PACING_KEYS at any."""
+        return hashlib.sha256(json.dumps(self.hashed_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+    def hashed_dict(self) -> dict[str, Any]:
+        """The resolved config as `hash()` sees it (out_root, execution and neutral defaults left out)."""
         d = self.to_dict()
         d.pop("out_root")
         d.pop("execution")
@@ -484,7 +488,7 @@ class StudyConfig:
                 section = section.get(p) if isinstance(section, dict) else None
             if isinstance(section, dict) and key in section and (section[key] == neutral or dotted in PACING_KEYS):
                 del section[key]
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+        return d
 
 
 NEUTRAL_DEFAULTS: dict[str, Any] = {
@@ -674,6 +678,25 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None,
         merged = apply_set(merged, assignment)
     merged.setdefault("name", preset)
     return validate_config(merged)
+
+
+def restrict_domains(cfg: StudyConfig, domains: list[str] | tuple[str, ...]) -> StudyConfig:
+    """The same study on a subset of its domains (a *shard*, run-study --domain): data.domains keeps only `domains`
+    (in the config's order) and the run is named `<name>-<domain>[-<domain>...]`. Records, plan, students and
+    sampling of a domain are seeded by the master seed and the domain's name alone (leakaudit.membership), so a
+    shard's domain gets the records, members and student seeds the whole study would give it; what differs is the
+    teacher, which a shard prepares on its own domains' records only. `leakaudit pool` joins shards again."""
+    unknown = [d for d in domains if d not in cfg.data.domains]
+    if unknown:
+        raise ConfigError(f"--domain {', '.join(unknown)}: not a domain of this study (data.domains has "
+                          f"{', '.join(cfg.data.domains)})")
+    if not domains:
+        return cfg
+    d = cfg.to_dict()
+    keep = [k for k in cfg.data.domains if k in set(domains)]
+    d["data"]["domains"] = {k: d["data"]["domains"][k] for k in keep}
+    d["name"] = "-".join([cfg.name, *keep])
+    return validate_config(d)
 
 
 def dump_config(cfg: StudyConfig) -> str:

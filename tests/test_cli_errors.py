@@ -54,6 +54,11 @@ USAGE_ERRORS = [
     (["report"], "Missing argument"),
     (["report", "a", "b"], "unexpected extra argument"),
     (["report", "run", "--n-boot", "x"], "--n-boot"),
+    (["pool"], "Missing argument"),
+    (["pool", "a", "b"], "Missing option '--out'"),
+    (["pool", "a", "--out", "o"], "at least two run directories"),
+    (["pool", "a", "b", "--out", "o"], "a: not a run directory"),
+    (["run-study", "--preset", "cpu-full", "--domain", "chess"], "--domain chess: not a domain"),
 ]
 
 

@@ -196,13 +196,16 @@ def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, lea
 
 
 def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 1000, seed: int = 0,
-                 n_perm: int = BLIND_NULL_PERMUTATIONS) -> Path:
+                 n_perm: int = BLIND_NULL_PERMUTATIONS, realism: dict | None = None,
+                 balance: list[dict] | None = None, health: list[dict] | None = None) -> Path:
     """Write metrics.json, metrics.csv, blind_text_null.csv, realism.json (leakaudit.realism.realism_card), plots/*.png
     and report.html into `run_dir`; return report.html's path. `seed` seeds the bootstrap and the blind text null's
     `n_perm` relabellings.
 
     redact=True replaces privileged text (record `privileged` strings, privileged config keys, leak-map tokens and
-    prompt) with "[redacted]" in every output.
+    prompt) with "[redacted]" in every output. `realism`, `balance` and `health` (the realism card, the design
+    check's rows, the training check's rows) are computed from the run directory when None; a pooled run
+    (leakaudit.pool), which holds no plan or models of its own, passes its shards' instead.
     """
     rd = RunDir(Path(run_dir))
     run = load_run(rd.root)
@@ -216,11 +219,11 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
     blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed)
     verdict = blind_text_verdict(blind)
-    balance = design_check(rd, run.config)
-    health = training_health(rd.root / "models")
+    balance = design_check(rd, run.config) if balance is None else balance
+    health = training_health(rd.root / "models") if health is None else health
     teacher_lit, sample_lit = load_literalness(rd.root)
     teacher = teacher_info(rd.root, run.config, teacher_lit)
-    realism = realism_card(rd.root)
+    realism = realism_card(rd.root) if realism is None else realism
 
     with staging_dir(rd.plots) as tmp_plots:
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
