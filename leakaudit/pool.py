@@ -28,16 +28,19 @@ from leakaudit.io import read_json, write_json, write_text
 from leakaudit.rundir import RunDir
 
 POOL_FILE = "pool.json"
-SHARD_FREE_KEYS = ("name",)
-"""Top-level config keys shards may differ in besides data.domains (out_root and execution are never hashed)."""
+SHARD_FREE_KEYS = ("name", "out_root", "execution")
+"""Top-level config keys shards may differ in besides data.domains: the run's name, where it is written and how its
+jobs ran (none of them changes a result; StudyConfig.hash leaves out the last two as well)."""
 
 
 def shard_recipe(config_path: Path) -> tuple[dict[str, Any], list[str], int]:
-    """(the hashed config without name and data.domains, the shard's domains, its seed) of a run's study.yaml."""
+    """(the resolved config without name, out_root, execution and data.domains, the shard's domains, its seed) of a
+    run's study.yaml. Every key is spelled out (keys a run predates read as their defaults), so a difference
+    names both values."""
     from leakaudit.config import load_config
 
     cfg = load_config(config_path)
-    d = cfg.hashed_dict()
+    d = cfg.to_dict()
     for k in SHARD_FREE_KEYS:
         d.pop(k, None)
     d["data"].pop("domains")
