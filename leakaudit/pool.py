@@ -10,7 +10,8 @@ including the published statistics (mean per-target AUROC, strongest baseline pe
 Layout of a pooled run: scores.parquet (the shards' rows, in shard order), study.yaml (the shared recipe with the
 union of the domains), records.jsonl (when every shard kept one: for the blind text null), realism.json,
 teacher_literalness.json and sample_literalness.json (the shards' per-domain / per-target entries side by side),
-pool.json (which shards, with the sha256 of each one's scores), then metrics.*, blind_text_null.csv, plots/ and
+pool.json (which shards, with the sha256 of each one's scores, its teacher and its env.json: shards may have run on
+different machines, so the pool has no env.json of its own), then metrics.*, blind_text_null.csv, plots/ and
 report.html. Nothing is trained or scored: everything is read from the shards. Every check runs before the first
 file is written; a pooled directory is rewritten only from the same shards (pool.json), never from others.
 """
@@ -24,7 +25,7 @@ import pandas as pd
 import yaml
 
 from leakaudit.errors import InputError
-from leakaudit.io import read_json, write_json, write_text
+from leakaudit.io import atomic_path, read_json, write_json, write_text
 from leakaudit.rundir import RunDir
 
 POOL_FILE = "pool.json"
@@ -116,7 +117,7 @@ def _pool_record(shards: list[dict]) -> dict:
         config = yaml.safe_load(rd.config.read_text(encoding="utf-8")) or {}
         rows.append({"path": str(rd.root), "name": config.get("name"), "domains": s["domains"], "seed": s["seed"],
                      "config_hash": run_config_hash(config), "scores_sha256": file_sha256(rd.scores),
-                     "teacher": teacher_info(rd.root, config)})
+                     "teacher": teacher_info(rd.root, config), "env": _read_optional(rd.env)})
     return {"shards": rows,
             "teachers": "one per shard: each shard prepared its teacher on its own domains' never-candidate records"}
 
@@ -216,16 +217,13 @@ def pool_runs(out: Path, runs: Sequence[Path], *, n_boot: int = 1000, seed: int 
                                                             else None) for rd in rds])
     teacher_lit = merge_teacher_literalness([_read_optional(rd.teacher_literalness) for rd in rds])
     sample_lit = merge_sample_literalness([_read_optional(rd.sample_literalness) for rd in rds])
-    balance = [row for rd, s in zip(rds, shards)
+    balance = [row for rd in rds
                for row in design_check(rd, yaml.safe_load(rd.config.read_text(encoding="utf-8")) or {})]
     health = [row for rd in rds for row in training_health(rd.root / "models")]
-    env = _read_optional(rds[0].env)
 
     out_rd.root.mkdir(parents=True, exist_ok=True)
     write_json(out_rd.root / POOL_FILE, record)
     write_text(out_rd.config, yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
-    from leakaudit.io import atomic_path
-
     with atomic_path(out_rd.scores) as tmp:
         scores.to_parquet(tmp, index=False)
     if records is not None:
@@ -233,7 +231,5 @@ def pool_runs(out: Path, runs: Sequence[Path], *, n_boot: int = 1000, seed: int 
     for path, obj in ((out_rd.teacher_literalness, teacher_lit), (out_rd.sample_literalness, sample_lit)):
         if obj is not None:
             write_json(path, obj)
-    if env is not None:
-        write_json(out_rd.env, env)
     return build_report(out_rd.root, n_boot=n_boot, seed=seed, n_perm=n_perm, realism=realism, balance=balance,
                         health=health)

@@ -80,6 +80,7 @@ def write_shard(root: Path, domain: str, *, preset: str = "cpu-full", overrides=
     # a real card (run MO0's, medical), relabelled to this shard's domain
     card = (REPO / "bench/results/default_runs/MO0_regime_medical_prepared_offline4_seed0/realism.json").read_text()
     write_text(rd.realism, card.replace('"medical', f'"{domain}'))
+    write_json(rd.env, {"cpu": f"machine of {domain}"})
     write_json(rd.teacher_literalness, {"teacher": "prepared", "teacher_model": "models/_teacher",
                                         "sft_target": "privileged", "sft": {"n_records": 80},
                                         "domains": {domain: {"privileged_with_context": -0.01,
@@ -136,6 +137,8 @@ def test_pool_records_its_shards_and_joins_their_cards(pooled):
     pool = json.loads((out / POOL_FILE).read_text())
     assert [s["path"] for s in pool["shards"]] == [str(s) for s in shards]
     assert [s["domains"] for s in pool["shards"]] == [["code"], ["math"]]
+    assert [s["env"] for s in pool["shards"]] == [{"cpu": "machine of code"}, {"cpu": "machine of math"}]
+    assert not (out / "env.json").exists()  # shards may come from different machines
     realism = json.loads((out / "realism.json").read_text())
     assert sorted(realism["domains"]) == ["code", "math"] and len(realism["targets"]) == 2 * 9  # 8 targets + the null target each
     teacher = json.loads((out / "teacher_literalness.json").read_text())
