@@ -8,6 +8,9 @@ in a fresh subprocess so that ru_maxrss is that configuration's own high-water m
 
     python bench/bench_teacher_memory.py                 # smollm2-135m, batch 8, micro 8 / 4 / 2 / 1
     python bench/bench_teacher_memory.py --json bench/results/teacher_memory.json
+
+Each row also says what stays resident once the step is over (the driver's case: it prepares the teacher, then
+waits on Ray workers): after the step, after freeing the model, and after leakaudit.memory.release_freed_memory.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from pathlib import Path
 
 def one(model_ref: str, batch: int, micro: int) -> dict:
     """Runs in the child: load, one accumulated step, report peak RSS (MB) and seconds."""
-    import contextlib
+    import gc
 
     import torch
     from accelerate import Accelerator
 
     from leakaudit.data.sources import load_source
+    from leakaudit.memory import release_freed_memory, resident_mb
     from leakaudit.models import LoadOptions, load_model, load_tokenizer
     from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
     from shadow_models.teacher_prep import accumulate_sft_step, sft_example
@@ -44,10 +48,20 @@ def one(model_ref: str, batch: int, micro: int) -> dict:
     amp = torch.autocast("cpu", dtype=torch.bfloat16)
     t0 = time.time()
     loss = accumulate_sft_step(Accelerator(), model, examples, int(tok.pad_token_id), "cpu", amp, micro)
+    seconds = round(time.time() - t0, 2)
+    # what a driver keeps once the step is over: resident after the step, after dropping the model and optimiser
+    # state (as prepare_teacher's return does), and after leakaudit.memory.release_freed_memory (malloc_trim)
+    rss_after_step = resident_mb()
+    del model
+    gc.collect()
+    rss_after_free = resident_mb()
+    trimmed = release_freed_memory()
     return {"micro_batch_size": micro, "batch": batch, "seq_lengths": [len(e[0]) for e in examples],
-            "loss": round(loss, 5), "seconds": round(time.time() - t0, 2),
+            "loss": round(loss, 5), "seconds": seconds,
             "peak_rss_mb_after_load": round(rss_loaded), "peak_rss_mb": round(resource.getrusage(
-                resource.RUSAGE_SELF).ru_maxrss / 1024)}
+                resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "rss_mb_after_step": round(rss_after_step), "rss_mb_after_free": round(rss_after_free),
+            "rss_mb_after_trim": round(resident_mb()), "trim_released": trimmed}
 
 
 def main() -> None:
@@ -68,7 +82,8 @@ def main() -> None:
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         r = rows[-1]
         print(f"micro {micro}: peak RSS {r['peak_rss_mb']} MB (after load {r['peak_rss_mb_after_load']}), "
-              f"{r['seconds']} s, loss {r['loss']}", flush=True)
+              f"{r['seconds']} s, loss {r['loss']}; resident after the step {r['rss_mb_after_step']} MB, "
+              f"model freed {r['rss_mb_after_free']} MB, trimmed {r['rss_mb_after_trim']} MB", flush=True)
     result = {"rows": rows, "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
               "loadavg": os.getloadavg(), "torch_threads": os.environ.get("OMP_NUM_THREADS", "default")}
     if args.json:

@@ -227,7 +227,8 @@ class RayExecutor:
         ray = self.start()
         probe = self._write_probe()
         fault = os.environ.get(FAULT_ENV)
-        task = ray.remote(call_job)
+        # Ray takes max_calls in ray.remote only, not in .options(); 0 = no limit
+        task = ray.remote(max_calls=self.cfg.jobs_per_worker)(call_job)
         by_ref = {}
         for job in jobs:
             # the task's name in Ray's logs and dashboard: students:math-s0, sample:math-s0 (ids that carry a stage

@@ -29,6 +29,7 @@ from leakaudit.data.records import Record, check_unique, read_jsonl, record_line
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
+from leakaudit.memory import release_freed_memory
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
 from leakaudit.rundir import RunDir
@@ -201,6 +202,9 @@ class Study:
                     continue
                 start = time.time()
                 getattr(self, f"stage_{stage}")()
+                # the driver's freed working set (the teacher's ~5 GB, bench/results/teacher_memory_release.json)
+                # back to the OS before the next stage's jobs, which may be Ray workers on this machine
+                release_freed_memory()
                 self._mark(stage)
                 self.log(f"[{stage}] done in {time.time() - start:.1f} s")
         finally:

@@ -106,6 +106,30 @@ def test_ray_executor_reports_a_raising_job_and_a_killed_worker(ray_instance, tm
 
 
 @pytest.mark.current_deps
+def test_each_ray_job_gets_a_fresh_worker_process_unless_told_to_reuse(ray_instance, tmp_path):
+    """jobs_per_worker=1 (the default, Ray's max_calls) ends a worker after its job, so what a student held goes back
+    to the OS (a reused worker kept 8.5 GB after a student and Ray's OOM killer took two students of a cpu-full shard);
+    0 lets Ray reuse its workers. Each job asks for every CPU of the instance, so the four run one after another."""
+    import ray
+
+    from leakaudit.config import ExecutionConfig
+    from leakaudit.executors import RayExecutor
+
+    cpus = ray.cluster_resources()["CPU"]
+
+    def pids(jobs_per_worker):
+        ex = RayExecutor(ExecutionConfig(backend="ray", gpus_per_student=0, cpus_per_student=cpus,
+                                         jobs_per_worker=jobs_per_worker), tmp_path / f"run{jobs_per_worker}",
+                         log=lambda m: None)
+        out = ex.run_jobs([Job(j, ECHO, {}) for j in "abcd"], stage="t")
+        assert not out.failures
+        return [out.results[j]["pid"] for j in "abcd"]
+
+    assert len(set(pids(1))) == 4
+    assert len(set(pids(0))) < 4  # Ray reuses an idle worker when allowed to: the option is what makes them differ
+
+
+@pytest.mark.current_deps
 def test_ray_worker_without_the_run_directory_fails_clearly(ray_instance, tmp_path):
     import ray
 
