@@ -24,18 +24,20 @@ def test_release_returns_freed_heap_pages_that_free_alone_keeps():
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
-    block, n = 64 * 1024, 4096
-    before = resident_mb()
+    block, n = 64 * 1024, 6144  # 384 MB
     blocks = [libc.malloc(block) for _ in range(n)]
     pin = libc.malloc(block)  # above the others: the heap's top stays in use
     for b in blocks:
         ctypes.memset(b, 1, block)
+    peak = resident_mb()
     for b in blocks:
         libc.free(b)
     kept = resident_mb()
-    assert kept - before > 200  # free() alone gave (almost) nothing back
+    # free() alone gives (almost) nothing back; what the process held before the test does not enter either check
+    # (in a long pytest process part of the blocks reuse pages already resident, which the trim returns as well)
+    assert peak - kept < 64
     assert release_freed_memory() is True
-    assert kept - resident_mb() > 200
+    assert kept - resident_mb() > 256
     libc.free(pin)
 
 
