@@ -11,7 +11,6 @@ not release it).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 from pathlib import Path
 
@@ -32,10 +31,8 @@ def release_freed_memory() -> bool:
     released something; False where there is no glibc (macOS, musl) or nothing was released. Objects still
     referenced are untouched: this frees nothing that is in use."""
     gc.collect()
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        trim = libc.malloc_trim
+    try:  # the symbols already loaded in this process (libc's among them): no ctypes.util.find_library subprocess
+        trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int

@@ -4,7 +4,6 @@ and Ray's OOM killer took 5 of a cpu-full shard's 13 students)."""
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import platform
 
 import pytest
@@ -21,7 +20,7 @@ def test_release_returns_freed_heap_pages_that_free_alone_keeps():
     """256 MB in 64 KB blocks (below glibc's mmap threshold: heap memory), each page touched, then freed with one
     block left allocated above them, so free() cannot shrink the heap by itself: the pages stay resident until
     malloc_trim hands them back."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc = ctypes.CDLL(None)
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
     block, n = 64 * 1024, 6144  # 384 MB
