@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from leakaudit.errors import ConfigError
+from leakaudit.memory import set_allocator_policy
 
 if TYPE_CHECKING:  # the config module imports pydantic and the sections' packages; the CLI imports this module
     from leakaudit.config import ExecutionConfig
@@ -136,9 +137,13 @@ def check_visible(probe: dict[str, str]) -> None:
 
 
 def call_job(job_id: str, fn: str, kwargs: dict[str, Any], fault: str | None = None,
-             probe: dict[str, str] | None = None, log: Callable[[str], None] | None = None) -> Any:
-    """Run one job where it lands (this process or a Ray worker): check the run directory is visible, then
-    fn(ctx, **kwargs)."""
+             probe: dict[str, str] | None = None, log: Callable[[str], None] | None = None,
+             allocator: str | None = None) -> Any:
+    """Run one job where it lands (this process or a Ray worker): set the process's allocator policy (a Ray
+    worker's; the local executor's process is the driver, which set it already), check the run directory is
+    visible, then fn(ctx, **kwargs)."""
+    if allocator is not None:
+        set_allocator_policy(allocator)
     if probe is not None:
         check_visible(probe)
     ctx = JobContext(job_id, log=log or print, fault=fault)
@@ -236,7 +241,8 @@ class RayExecutor:
             name = job.job_id if job.job_id.startswith(f"{stage}:") else f"{stage}:{job.job_id}"
             ref = task.options(num_cpus=self.cfg.cpus_per_student, num_gpus=self.cfg.gpus_per_student,
                                max_retries=self.cfg.max_retries, name=name
-                               ).remote(job.job_id, job.fn, job.kwargs, fault=fault, probe=probe)
+                               ).remote(job.job_id, job.fn, job.kwargs, fault=fault, probe=probe,
+                                         allocator=self.cfg.allocator)
             by_ref[ref] = job
         waiting = list(by_ref)
         try:

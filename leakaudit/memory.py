@@ -1,4 +1,4 @@
-"""Hand freed heap memory back to the operating system between a study's stages.
+"""How a process's heap memory is reused within a stage and handed back to the operating system between stages.
 
 glibc's malloc keeps memory that Python and torch have freed in its arenas, so a process that once held a large
 working set keeps it resident. The study's driver prepares the teacher in process (peak ~7 GB at micro-batch 4,
@@ -6,6 +6,13 @@ bench/results/teacher_memory.json) and then waits on Ray workers that each need 
 sat at 6.4 GB while two students ran, and on a 24 GiB machine Ray's OOM killer took 5 of a cpu-full shard's 13
 jobs (README, "cpu-full"). Written by hand because no dependency exposes malloc_trim (psutil reads memory, it does
 not release it).
+
+Within a stage the opposite matters (set_allocator_policy): glibc serves every block above its mmap threshold (at
+most 32 MB) with a fresh mapping and unmaps it on free, so each training step's logits, activations and gradients
+(hundreds of MB) are faulted in page by page again, step after step. On the AMX VM a re-fault costs ~35 us: an OPD
+step of the default study's shapes faulted in ~1.0 M pages and spent 33 s in the kernel against 46 s of its own work
+(44 s wall); with freed memory kept for reuse a step from the third on faults nothing and takes ~20 s, at the same
+peak (7.7 GB) and the same arithmetic (python bench/bench_allocator.py, bench/results/allocator.json).
 """
 
 from __future__ import annotations
@@ -26,6 +33,38 @@ def resident_mb() -> float | None:
     return None
 
 
+ALLOCATOR_POLICIES = ("reuse", "system")
+# mallopt's parameter numbers (glibc malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# the largest value mallopt's int takes: blocks of 2 GB and more (none in a step at our shapes) still get their own
+# mapping, so a one-off giant allocation still goes back to the OS when freed
+_REUSE_MMAP_THRESHOLD = 2**31 - 1
+
+
+def set_allocator_policy(policy: str) -> bool:
+    """Set how glibc's malloc treats freed memory in this process from now on (process-wide; the study's driver and
+    every Ray job call it with execution.allocator).
+
+    'reuse': blocks up to 2 GB come from the heap, and free() keeps them for the next allocation instead of
+    unmapping them or trimming the heap's top (mallopt M_MMAP_THRESHOLD = 2**31 - 1, M_TRIM_THRESHOLD = -1, i.e.
+    never trim by itself): a step's working set is faulted in once, not once per step. The resident set stays at the
+    process's peak until release_freed_memory() (malloc_trim, which ignores the threshold) runs at a stage's end,
+    or the process exits (a Ray worker does after its job, jobs_per_worker = 1).
+    'system': glibc's defaults, left as they are (a process that already set 'reuse' keeps it).
+    True when the policy is in force; False where there is no glibc (nothing changed). ValueError for an unknown
+    policy."""
+    if policy not in ALLOCATOR_POLICIES:
+        raise ValueError(f"allocator policy must be one of {', '.join(ALLOCATOR_POLICIES)}, got {policy!r}")
+    if policy == "system":
+        return True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _REUSE_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, -1))
+
+
 def release_freed_memory() -> bool:
     """Collect garbage, then ask glibc to return free arena pages to the OS (malloc_trim(0)). True when glibc
     released something; False where there is no glibc (macOS, musl) or nothing was released. Objects still
@@ -37,3 +76,39 @@ def release_freed_memory() -> bool:
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return bool(trim(0))
+
+
+def refaulted_pages(nbytes: int = 64 << 20) -> int | None:
+    """Minor page faults of writing a block of `nbytes` that was just written and freed: ≈ nbytes / 4096 where
+    glibc unmapped it on free (its defaults, blocks over 32 MB), ≈ 0 where the freed block is reused ('reuse').
+    What set_allocator_policy changes, measured; None where there is no glibc."""
+    import resource
+
+    try:
+        libc = ctypes.CDLL(None)
+        malloc, free = libc.malloc, libc.free
+    except (OSError, AttributeError):
+        return None
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.argtypes = [ctypes.c_void_p]
+
+    def write_once() -> None:
+        block = malloc(nbytes)
+        if not block:
+            raise MemoryError(f"malloc({nbytes}) failed")
+        ctypes.memset(block, 1, nbytes)
+        free(block)
+
+    write_once()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    write_once()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def allocator_probe_job(ctx: object, nbytes: int = 64 << 20) -> dict:
+    """A job (executors.Job fn 'leakaudit.memory:allocator_probe_job') reporting whether its process reuses freed
+    blocks: {'pid', 'refaulted_pages', 'pages'}. For checking that a cluster's workers got execution.allocator
+    (docs/ray.md) and for the executor tests."""
+    import os
+
+    return {"pid": os.getpid(), "refaulted_pages": refaulted_pages(nbytes), "pages": nbytes // 4096}

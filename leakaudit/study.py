@@ -29,7 +29,7 @@ from leakaudit.data.records import Record, check_unique, read_jsonl, record_line
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
-from leakaudit.memory import release_freed_memory
+from leakaudit.memory import release_freed_memory, set_allocator_policy
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
 from leakaudit.rundir import RunDir
@@ -190,6 +190,9 @@ class Study:
     # ---- orchestration ----------------------------------------------------------------------------------
     def run_all(self) -> Path:
         self.prepare()
+        # freed step-sized blocks stay in the driver for reuse (the teacher's preparation, local jobs); Ray jobs set
+        # it in their own processes (executors.call_job)
+        set_allocator_policy(self.cfg.execution.allocator)
         if self.is_audit:
             from leakaudit.audit import recipe_line
 

@@ -193,6 +193,7 @@ def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path):
                          ("execution.cpus_per_student=0", "execution.cpus_per_student: must be > 0"),
                          ("execution.max_retries=-2", "execution.max_retries: must be >= 0"),
                          ("execution.jobs_per_worker=-1", "execution.jobs_per_worker: must be >= 0"),
+                         ("execution.allocator=tcmalloc", "execution.allocator: must be one of reuse, system"),
                          ("execution.workers=3", "execution.workers: unknown key")]:
         with pytest.raises(ConfigError, match=message):
             load_config(preset="tiny", overrides=[bad])

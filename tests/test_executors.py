@@ -130,6 +130,40 @@ def test_each_ray_job_gets_a_fresh_worker_process_unless_told_to_reuse(ray_insta
 
 
 @pytest.mark.current_deps
+def test_each_ray_job_runs_under_the_allocator_policy_of_the_config(ray_instance, tmp_path):
+    """execution.allocator reaches every Ray worker (the driver's mallopt does not: workers are other processes):
+    under 'reuse' a job's freed 64 MB block is written again without faulting in (16384 pages under glibc's
+    defaults); under 'system' the worker keeps glibc's defaults. One fresh worker per job (jobs_per_worker=1)."""
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt is glibc's")
+    from leakaudit.config import ExecutionConfig
+    from leakaudit.executors import RayExecutor
+
+    def refaults(policy):
+        ex = RayExecutor(ExecutionConfig(backend="ray", gpus_per_student=0, cpus_per_student=1, allocator=policy),
+                         tmp_path / policy, log=lambda m: None)
+        out = ex.run_jobs([Job("a", "leakaudit.memory:allocator_probe_job", {})], stage="t")
+        assert not out.failures
+        return out.results["a"]["refaulted_pages"], out.results["a"]["pages"]
+
+    (reuse, pages), (system, _) = refaults("reuse"), refaults("system")
+    assert reuse <= pages // 100
+    assert system > max(reuse, 16)
+
+
+def test_call_job_sets_the_allocator_policy_it_is_given(monkeypatch):
+    from leakaudit import executors
+
+    seen = []
+    monkeypatch.setattr(executors, "set_allocator_policy", seen.append)
+    assert call_job("a", ECHO, {"x": 1}, allocator="reuse")["x"] == 1
+    assert call_job("b", ECHO, {"x": 2})["x"] == 2  # none given (the local executor: the driver set it already)
+    assert seen == ["reuse"]
+
+
+@pytest.mark.current_deps
 def test_ray_worker_without_the_run_directory_fails_clearly(ray_instance, tmp_path):
     import ray
 

@@ -40,17 +40,49 @@ def test_release_returns_freed_heap_pages_that_free_alone_keeps():
     libc.free(pin)
 
 
-def test_the_study_releases_memory_after_every_stage(monkeypatch, tmp_path):
+def test_the_study_sets_the_allocator_policy_then_releases_memory_after_every_stage(monkeypatch, tmp_path):
     from leakaudit import study as study_mod
     from leakaudit.study import STAGES, Study
 
     events = []
     monkeypatch.setattr(study_mod, "release_freed_memory", lambda: events.append("release"))
-    study = Study(load_config(preset="tiny", overrides=[f"out_root={tmp_path}"]), log=lambda m: None)
+    monkeypatch.setattr(study_mod, "set_allocator_policy", lambda policy: events.append(f"allocator {policy}"))
+    study = Study(load_config(preset="tiny", overrides=[f"out_root={tmp_path}", "execution.allocator=system"]),
+                  log=lambda m: None)
     monkeypatch.setattr(Study, "prepare", lambda self: setattr(self, "_todo_from", 0))
     monkeypatch.setattr(Study, "_write_header", lambda self: None)
     monkeypatch.setattr(Study, "_mark", lambda self, stage: events.append(f"mark {stage}"))
     for stage in STAGES:
         monkeypatch.setattr(Study, f"stage_{stage}", lambda self, s=stage: events.append(s))
     study.run_all()
-    assert events == [e for s in STAGES for e in (s, "release", f"mark {s}")]
+    # the driver's allocator policy (execution.allocator) before the first stage
+    assert events == ["allocator system"] + [e for s in STAGES for e in (s, "release", f"mark {s}")]
+
+
+def _refaults_in_a_fresh_process(policy: str) -> int:
+    import subprocess
+    import sys
+
+    code = ("import sys; from leakaudit.memory import set_allocator_policy, refaulted_pages; "
+            "assert set_allocator_policy(sys.argv[1]); print(refaulted_pages(256 << 20))")
+    out = subprocess.run([sys.executable, "-c", code, policy], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+@glibc
+def test_reuse_policy_writes_a_freed_large_block_again_without_faulting_it_in():
+    """A process of its own per policy (the policy is process-wide, and this one must not change pytest's). 256 MB
+    is above glibc's largest dynamic mmap threshold (32 MB): by default it is mapped afresh and faulted in page by
+    page on every use (65536 faults of 4 KB pages; fewer where THP is 'always', still more than none); under
+    'reuse' the freed block is served again from the heap, already resident."""
+    pages = (256 << 20) // 4096
+    system, reuse = _refaults_in_a_fresh_process("system"), _refaults_in_a_fresh_process("reuse")
+    assert reuse <= pages // 100
+    assert system > max(reuse, 16)
+
+
+def test_an_unknown_allocator_policy_is_refused():
+    from leakaudit.memory import set_allocator_policy
+
+    with pytest.raises(ValueError, match="allocator policy must be one of reuse, system, got 'jemalloc'"):
+        set_allocator_policy("jemalloc")

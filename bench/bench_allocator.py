@@ -1,0 +1,131 @@
+"""Benchmark: one OPD step under each allocator policy (execution.allocator; leakaudit.memory.set_allocator_policy).
+
+glibc maps every block above its mmap threshold (32 MB at most) afresh and unmaps it on free, so a training step's
+large tensors are faulted in page by page on every step; 'reuse' keeps freed blocks in the heap. This measures, per
+policy, each step of shadow_models.train_student at the default study's shapes (8 human-eval records, 48 new
+tokens, full_rkl, bf16 autocast, a frozen teacher of the same model): wall seconds, user and system CPU seconds,
+minor page faults, and peak resident memory (VmHWM reset before each step). Each policy runs in a process of its
+own (the policy is process-wide), in the order system, reuse, reuse, system (ABBA: a drift in the machine's load
+cancels in the ratios). Steady state = the steps after the first (the first faults in the working set under any
+policy).
+
+    python bench/bench_allocator.py                        # smollm2-135m (the offline weights), 3 steps
+    python bench/bench_allocator.py --model tiny --steps 2 --rounds 1
+Writes bench/results/allocator.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+POLICIES = ("system", "reuse")
+
+
+def _status_kb(field: str) -> int | None:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return None
+
+
+def worker(policy: str, model: str, steps: int) -> dict:
+    """In this process: set the policy, then train one student for 1 + steps steps, measuring each step."""
+    from bench_teacher_cache import bench_records, build_models
+    from leakaudit.memory import set_allocator_policy
+    from shadow_models import OPDConfig, train_student, trainer
+
+    in_force = set_allocator_policy(policy)
+    records = bench_records(8)
+    rows: list[dict] = []
+    orig = trainer._train_step
+
+    def measured(*a, **k):
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # VmHWM := current RSS
+        except OSError:
+            pass
+        r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+        try:
+            return orig(*a, **k)
+        finally:
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            rows.append({"wall_s": round(time.perf_counter() - t0, 3),
+                         "user_s": round(r1.ru_utime - r0.ru_utime, 3),
+                         "sys_s": round(r1.ru_stime - r0.ru_stime, 3),
+                         "minor_faults": r1.ru_minflt - r0.ru_minflt,
+                         "peak_rss_gb": round((_status_kb("VmHWM") or 0) / 2**20, 3)})
+
+    trainer._train_step = measured
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_models(model, Path(tmp), random_weights=False)
+        cfg = OPDConfig(batch_size=len(records), epochs=steps + 1, max_new_tokens=48, learning_rate=1e-4,
+                        loss="full_rkl", bf16_autocast=True, seed=0)
+        train_student(model_dir, records, Path(tmp) / "student", cfg, teacher_model=model_dir, progress=False)
+        ledger = [json.loads(x) for x in (Path(tmp) / "student" / "ledger.jsonl").read_text().splitlines()]
+    return {"policy": policy, "policy_in_force": in_force, "steps": rows,
+            "teacher_kl": [e["teacher_kl"] for e in ledger]}
+
+
+def summarise(runs: list[dict]) -> dict:
+    out = {}
+    for policy in POLICIES:
+        steady = [s for r in runs if r["policy"] == policy for s in r["steps"][1:]]
+        first = [r["steps"][0] for r in runs if r["policy"] == policy]
+        if not steady:
+            continue
+        mean = {k: statistics.mean(s[k] for s in steady) for k in ("wall_s", "user_s", "sys_s", "minor_faults")}
+        out[policy] = {"steady_" + k: round(v, 3) for k, v in mean.items()}
+        out[policy]["steady_sys_fraction_of_cpu"] = round(mean["sys_s"] / (mean["sys_s"] + mean["user_s"]), 3)
+        out[policy]["first_step_wall_s"] = round(statistics.mean(s["wall_s"] for s in first), 3)
+        out[policy]["peak_rss_gb_max"] = max(s["peak_rss_gb"] for r in runs if r["policy"] == policy
+                                             for s in r["steps"])
+    if len(out) == 2:
+        out["system_over_reuse"] = {k: round(out["system"][k] / out["reuse"][k], 3)
+                                    for k in ("steady_wall_s", "steady_user_s")}
+        # identical arithmetic under either policy: the ledgers' teacher KL must agree step for step
+        kls = {p: [r["teacher_kl"] for r in runs if r["policy"] == p] for p in POLICIES}
+        out["same_teacher_kl_under_both"] = all(k == kls["system"][0] for p in POLICIES for k in kls[p])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m", help="'tiny' or 'smollm2-135m'")
+    ap.add_argument("--steps", type=int, default=3, help="measured steps per run, after one warm-up step")
+    ap.add_argument("--rounds", type=int, default=2, help="1 = system, reuse; 2 = system, reuse, reuse, system")
+    ap.add_argument("--json", default="bench/results/allocator.json")
+    ap.add_argument("--worker", choices=POLICIES, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print("RESULT " + json.dumps(worker(args.worker, args.model, args.steps)), flush=True)
+        return
+    from leakaudit.envinfo import cpu_info, library_versions
+
+    order = [p for i in range(args.rounds) for p in (POLICIES if i % 2 == 0 else POLICIES[::-1])]
+    runs = []
+    for policy in order:
+        proc = subprocess.run([sys.executable, __file__, "--worker", policy, "--model", args.model,
+                               "--steps", str(args.steps)], capture_output=True, text=True, check=True)
+        run = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
+        runs.append(run)
+        print(policy, json.dumps(run["steps"]), flush=True)
+    result = {"model": args.model, "steps_measured": args.steps, "order": order, "cpu": cpu_info(),
+              "libc": platform.libc_ver(), "versions": library_versions(), "runs": runs, "summary": summarise(runs)}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    main()
