@@ -32,15 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 POLICIES = ("system", "reuse")
 
 
-def _status_kb(field: str) -> int | None:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return None
-
-
 def worker(policy: str, model: str, steps: int) -> dict:
     """In this process: set the policy, then train one student for 1 + steps steps, measuring each step."""
+    from bench_opd_step import _hwm_reset, _status_kb
     from bench_teacher_cache import bench_records, build_models
     from leakaudit.memory import set_allocator_policy
     from shadow_models import OPDConfig, train_student, trainer
@@ -51,10 +45,7 @@ def worker(policy: str, model: str, steps: int) -> dict:
     orig = trainer._train_step
 
     def measured(*a, **k):
-        try:
-            Path("/proc/self/clear_refs").write_text("5")  # VmHWM := current RSS
-        except OSError:
-            pass
+        _hwm_reset()  # VmHWM := current RSS
         r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         try:
             return orig(*a, **k)

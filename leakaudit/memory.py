@@ -33,6 +33,17 @@ def resident_mb() -> float | None:
     return None
 
 
+def _libc_function(name: str, argtypes: list, restype: object) -> ctypes._CFuncPtr | None:
+    """A C function from the symbols already loaded in this process (libc's among them: no
+    ctypes.util.find_library subprocess), typed; None where it is absent (malloc_trim and mallopt are glibc's)."""
+    try:
+        fn = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = argtypes, restype
+    return fn
+
+
 ALLOCATOR_POLICIES = ("reuse", "system")
 # mallopt's parameter numbers (glibc malloc.h)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
@@ -57,12 +68,8 @@ def set_allocator_policy(policy: str) -> bool:
         raise ValueError(f"allocator policy must be one of {', '.join(ALLOCATOR_POLICIES)}, got {policy!r}")
     if policy == "system":
         return True
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, _REUSE_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, -1))
+    mallopt = _libc_function("mallopt", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, _REUSE_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, -1))
 
 
 def release_freed_memory() -> bool:
@@ -70,12 +77,8 @@ def release_freed_memory() -> bool:
     released something; False where there is no glibc (macOS, musl) or nothing was released. Objects still
     referenced are untouched: this frees nothing that is in use."""
     gc.collect()
-    try:  # the symbols already loaded in this process (libc's among them): no ctypes.util.find_library subprocess
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return bool(trim(0))
+    trim = _libc_function("malloc_trim", [ctypes.c_size_t], ctypes.c_int)
+    return trim is not None and bool(trim(0))
 
 
 def refaulted_pages(nbytes: int = 64 << 20) -> int | None:
@@ -84,13 +87,10 @@ def refaulted_pages(nbytes: int = 64 << 20) -> int | None:
     What set_allocator_policy changes, measured; None where there is no glibc."""
     import resource
 
-    try:
-        libc = ctypes.CDLL(None)
-        malloc, free = libc.malloc, libc.free
-    except (OSError, AttributeError):
+    malloc = _libc_function("malloc", [ctypes.c_size_t], ctypes.c_void_p)
+    free = _libc_function("free", [ctypes.c_void_p], None)
+    if malloc is None or free is None:
         return None
-    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    free.argtypes = [ctypes.c_void_p]
 
     def write_once() -> None:
         block = malloc(nbytes)
