@@ -11,7 +11,13 @@ policy).
 
     python bench/bench_allocator.py                        # smollm2-135m (the offline weights), 3 steps
     python bench/bench_allocator.py --model tiny --steps 2 --rounds 1
+    python bench/bench_allocator.py --shape ray --json bench/results/allocator_ray_shape.json
 Writes bench/results/allocator.json.
+
+`--shape ray` measures Ray's students stage instead (execution.cpus_per_student=1: one 1-thread student per core,
+side by side): each round starts one process per policy together, each pinned to a core of its own with 1 thread
+(bench/pinned_processes.py), and the next round swaps the cores, so a difference between the two vCPUs cancels.
+The two processes share the memory bus, as two Ray students do.
 """
 
 from __future__ import annotations
@@ -32,13 +38,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 POLICIES = ("system", "reuse")
 
 
-def worker(policy: str, model: str, steps: int) -> dict:
-    """In this process: set the policy, then train one student for 1 + steps steps, measuring each step."""
+def worker(policy: str, model: str, steps: int, threads: int = 0) -> dict:
+    """In this process: set the policy, then train one student for 1 + steps steps, measuring each step
+    (threads > 0: torch.set_num_threads(threads) first)."""
+    import torch
     from bench_opd_step import _hwm_reset, _status_kb
     from bench_teacher_cache import bench_records, build_models
     from leakaudit.memory import set_allocator_policy
     from shadow_models import OPDConfig, train_student, trainer
 
+    if threads:
+        torch.set_num_threads(threads)
     in_force = set_allocator_policy(policy)
     records = bench_records(8)
     rows: list[dict] = []
@@ -64,7 +74,7 @@ def worker(policy: str, model: str, steps: int) -> dict:
                         loss="full_rkl", bf16_autocast=True, seed=0)
         train_student(model_dir, records, Path(tmp) / "student", cfg, teacher_model=model_dir, progress=False)
         ledger = [json.loads(x) for x in (Path(tmp) / "student" / "ledger.jsonl").read_text().splitlines()]
-    return {"policy": policy, "policy_in_force": in_force, "steps": rows,
+    return {"policy": policy, "policy_in_force": in_force, "torch_threads": torch.get_num_threads(), "steps": rows,
             "teacher_kl": [e["teacher_kl"] for e in ledger]}
 
 
@@ -78,12 +88,18 @@ def summarise(runs: list[dict]) -> dict:
         mean = {k: statistics.mean(s[k] for s in steady) for k in ("wall_s", "user_s", "sys_s", "minor_faults")}
         out[policy] = {"steady_" + k: round(v, 3) for k, v in mean.items()}
         out[policy]["steady_sys_fraction_of_cpu"] = round(mean["sys_s"] / (mean["sys_s"] + mean["user_s"]), 3)
+        # system CPU time per minor fault (it includes the unmaps and zeroing that come with the faults)
+        out[policy]["steady_sys_us_per_fault"] = round(1e6 * mean["sys_s"] / max(mean["minor_faults"], 1), 2)
         out[policy]["first_step_wall_s"] = round(statistics.mean(s["wall_s"] for s in first), 3)
+        # --shape ray: a process's middle steps overlap the other policy's first steps (its working set faulting
+        # in); its last step overlaps the other's last step, the students stage's steady state
+        out[policy]["last_step_wall_s"] = round(statistics.mean(r["steps"][-1]["wall_s"] for r in runs
+                                                                if r["policy"] == policy), 3)
         out[policy]["peak_rss_gb_max"] = max(s["peak_rss_gb"] for r in runs if r["policy"] == policy
                                              for s in r["steps"])
     if len(out) == 2:
         out["system_over_reuse"] = {k: round(out["system"][k] / out["reuse"][k], 3)
-                                    for k in ("steady_wall_s", "steady_user_s")}
+                                    for k in ("steady_wall_s", "steady_user_s", "last_step_wall_s")}
         # identical arithmetic under either policy: the ledgers' teacher KL must agree step for step
         kls = {p: [r["teacher_kl"] for r in runs if r["policy"] == p] for p in POLICIES}
         out["same_teacher_kl_under_both"] = all(k == kls["system"][0] for p in POLICIES for k in kls[p])
@@ -95,23 +111,65 @@ def main() -> None:
     ap.add_argument("--model", default="smollm2-135m", help="'tiny' or 'smollm2-135m'")
     ap.add_argument("--steps", type=int, default=3, help="measured steps per run, after one warm-up step")
     ap.add_argument("--rounds", type=int, default=2, help="1 = system, reuse; 2 = system, reuse, reuse, system")
+    ap.add_argument("--shape", choices=("sequential", "ray"), default="sequential",
+                    help="sequential: one process at a time with every core; ray: both policies side by side, "
+                         "one 1-thread process per core")
     ap.add_argument("--json", default="bench/results/allocator.json")
+    ap.add_argument("--note", default="", help="recorded in the JSON (e.g. what else ran on the machine)")
+    ap.add_argument("--resummarise", action="store_true",
+                    help="recompute the summary of the existing --json from its runs (no new measurement)")
     ap.add_argument("--worker", choices=POLICIES, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print("RESULT " + json.dumps(worker(args.worker, args.model, args.steps)), flush=True)
+        print("RESULT " + json.dumps(worker(args.worker, args.model, args.steps, args.threads)), flush=True)
+        return
+    if args.resummarise:
+        result = json.loads(Path(args.json).read_text())
+        result["summary"] = summarise(result["runs"])
+        if args.note:
+            result["note"] = args.note
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps(result["summary"], indent=1))
         return
     from leakaudit.envinfo import cpu_info, library_versions
 
-    order = [p for i in range(args.rounds) for p in (POLICIES if i % 2 == 0 else POLICIES[::-1])]
+    def argv(policy: str, threads: int = 0) -> list[str]:
+        return [sys.executable, __file__, "--worker", policy, "--model", args.model, "--steps", str(args.steps),
+                "--threads", str(threads)]
+
+    def parse(stdout: str) -> dict:
+        return json.loads(next(x for x in stdout.splitlines() if x.startswith("RESULT "))[7:])
+
     runs = []
-    for policy in order:
-        proc = subprocess.run([sys.executable, __file__, "--worker", policy, "--model", args.model,
-                               "--steps", str(args.steps)], capture_output=True, text=True, check=True)
-        run = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))[7:])
-        runs.append(run)
-        print(policy, json.dumps(run["steps"]), flush=True)
-    result = {"model": args.model, "steps_measured": args.steps, "order": order, "cpu": cpu_info(),
+    if args.shape == "sequential":
+        order = [p for i in range(args.rounds) for p in (POLICIES if i % 2 == 0 else POLICIES[::-1])]
+        for policy in order:
+            run = parse(subprocess.run(argv(policy), capture_output=True, text=True, check=True).stdout)
+            runs.append(run)
+            print(policy, json.dumps(run["steps"]), flush=True)
+    else:
+        import os
+
+        from pinned_processes import start_pinned
+        cores = sorted(os.sched_getaffinity(0))[:2]
+        if len(cores) < 2:
+            raise SystemExit("--shape ray needs two cores")
+        order = []
+        for i in range(args.rounds):
+            pinned = list(zip(POLICIES, cores if i % 2 == 0 else cores[::-1]))
+            procs = [(policy, core, start_pinned([core], argv(policy, threads=1), stdout=subprocess.PIPE))
+                     for policy, core in pinned]
+            for policy, core, proc in procs:
+                out, err = proc.communicate()
+                if proc.returncode:
+                    raise SystemExit(f"{policy} on core {core} failed:\n{err.decode()[-3000:]}")
+                run = {**parse(out.decode()), "core": core, "round": i}
+                runs.append(run)
+                order.append(f"{policy}@cpu{core}")
+                print(policy, core, json.dumps(run["steps"]), flush=True)
+    result = {"model": args.model, "shape": args.shape, "steps_measured": args.steps, "order": order,
+              "note": args.note, "cpu": cpu_info(),
               "libc": platform.libc_ver(), "versions": library_versions(), "runs": runs, "summary": summarise(runs)}
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(result, indent=1) + "\n")

@@ -6,8 +6,12 @@ reproduced by
 
     python bench/run_table.py runs/sweep/regime_code_restated runs/sweep/regime_code_prepared [--names R,P]
 
-Pooled rows are over a run's real targets (the report's domain level); with several domains a row is the first
-domain's (one domain per run in the README's tables).
+Pooled rows are over a run's real targets: the report's domain level for a run of one domain; for a run of several
+domains (a pool of shards, `leakaudit pool`) the level over all domains, or one domain's with `--domain NAME`. The
+realism and literalness rows are per domain, each labelled with its domain when the run has several.
+
+    python bench/run_table.py runs/cpu-full-pooled3                     # 24 targets of three domains
+    python bench/run_table.py runs/cpu-full-pooled3 runs/cpu-full-pooled3 --domain all,math --names all,math
 """
 
 from __future__ import annotations
@@ -27,13 +31,30 @@ def _ci(row) -> str:
     return f"{row.auroc:.3f} [{row.auroc_lo:.3f}, {row.auroc_hi:.3f}]"
 
 
-def column(root: Path) -> dict[str, str]:
-    """Row label -> cell for one run."""
+def pooled_rows(m: pd.DataFrame, domain: str | None) -> tuple[str, pd.DataFrame]:
+    """(domain, metrics.csv rows of the pooled level): domain None = the run's only domain, or 'all' when it has
+    several; 'all' = the level pooled over every domain; a name = that domain's level."""
+    domains = sorted(m[m.level == "domain"].domain.unique())
+    if domain is None:
+        domain = domains[0] if len(domains) == 1 else "all"
+    if domain == "all":
+        return domain, m[m.level == "all"] if len(domains) > 1 else m[m.level == "domain"]
+    if domain not in domains:
+        raise SystemExit(f"--domain {domain}: not a domain of this run (it has {', '.join(domains)})")
+    return domain, m[(m.level == "domain") & (m.domain == domain)]
+
+
+def column(root: Path, domain: str | None = None) -> dict[str, str]:
+    """Row label -> cell for one run (`domain`: pooled_rows's choice)."""
     m = pd.read_csv(root / "metrics.csv")
+    m["null_check"] = m.null_check.astype(bool)
     mj = _read(root / "metrics.json") or {}
-    dom = m[(m.level == "domain") & ~m.null_check].set_index("attack")
+    domain, level = pooled_rows(m, domain)
+    dom = level[~level.null_check].set_index("attack")
+    null = level[level.null_check].set_index("attack")
     tgt = m[(m.level == "target") & ~m.null_check]
-    null = m[(m.level == "domain") & m.null_check].set_index("attack")
+    if domain != "all":
+        tgt = tgt[tgt.domain == domain]
     has = lambda a: a in dom.index  # noqa: E731
     cells: dict[str, str] = {}
     n_neg = int(dom.loc["leaky", "n_neg"])
@@ -59,77 +80,97 @@ def column(root: Path) -> dict[str, str]:
                      ("blind text baseline (no model)", "blind_text")):
         if has(a):
             cells[label] = _ci(dom.loc[a])
-    cells[f"TPR@1% FPR: Leaky / fresh_loss / LOSS / RMIA ({n_neg} negatives)"] = " / ".join(
-        f"{dom.loc[a, 'tpr@0.01']:.2f}" for a in ("leaky", "fresh_loss", "loss", "rmia") if has(a))
+    cells["TPR@1% FPR: Leaky / fresh_loss / LOSS / RMIA (negatives)"] = " / ".join(
+        f"{dom.loc[a, 'tpr@0.01']:.2f}" for a in ("leaky", "fresh_loss", "loss", "rmia") if has(a)) + f" ({n_neg})"
     if "leaky" in null.index:
         cells["null target (trained on no candidate), Leaky"] = _ci(null.loc["leaky"])
     per = tgt[tgt.attack == "leaky"].sort_values("target").auroc
     cells["per target Leaky"] = " / ".join(f"{v:.2f}" for v in per)
-    health = mj.get("training_health") or []
+    # model ids are '<domain>-<role><k>' (leakaudit.membership)
+    health = [h for h in mj.get("training_health") or [] if domain == "all" or h["model_id"].startswith(domain + "-")]
     if health:
         last = [h["kl_last"] for h in health]
         cells["training check: students ending closer to the teacher (final KL)"] = (
             f"{sum(h['moved_toward_teacher'] for h in health)}/{len(health)} ({min(last):.2f}–{max(last):.2f})")
-    balance = [r["tvd"] for r in mj.get("reference_balance") or [] if not r["null_check"]]
+    balance = [r["tvd"] for r in mj.get("reference_balance") or [] if not r["null_check"]
+               and (domain == "all" or r["target"] in set(tgt.target))]
     if balance:
         cells["design check: largest TVD of reference identity"] = f"{max(balance):.3f}"
+    # a run of one domain: its 'all' rows are that domain's
+    several = m[m.level == "domain"].domain.nunique() > 1
     for p in mj.get("paper_statistics") or []:
-        if p["domain"] != "all":
+        if p["domain"] != (domain if several else "all"):
             continue
         who = "null target" if p["null_check"] else "real targets"
         design = "" if p["design"] == "matched" else f", {p['design']} references"
         cells[f"as published ({who}{design}): mean per-target AUROC, Leaky / strongest baseline / strongest "
-              "same-trajectory baseline"] = (f"{p['leaky']:.3f} / {p['strongest_baseline']:.3f} / "
-                                             f"{p['strongest_fresh_baseline']:.3f}")
-    cells.update(_realism_cells(root))
-    cells.update(_literalness_cells(root))
+              "same-trajectory baseline"] = " / ".join(
+            "–" if p[k] is None else f"{p[k]:.3f}" for k in ("leaky", "strongest_baseline", "strongest_fresh_baseline"))
+    labelled = several and domain == "all"  # rows of every domain: each names its own
+    cells.update(_realism_cells(root, domain, labelled))
+    cells.update(_literalness_cells(root, domain, labelled, several))
     return cells
 
 
-def _realism_cells(root: Path) -> dict[str, str]:
+def _labelled(label: str, d: str, labelled: bool) -> str:
+    return f"[{d}] {label}" if labelled else label
+
+
+def _realism_cells(root: Path, domain: str, labelled: bool) -> dict[str, str]:
+    """The realism card's rows of `domain` ('all': of every domain, each labelled)."""
     card = _read(root / "realism.json")
     if not card or not card.get("measured"):
         return {}
     out = {}
-    real = [t for t in card["targets"] if not t.get("null_check") and t.get("training")]
-    if real:
-        t = real[0]["training"]
-        out["realism: training set per student (records × passes; members among them)"] = (
-            f"{t['n_records']} × {t['epochs']} ({t['n_members']} members, {t['n_background']} background)")
-    for domain, v in card["domains"].items():
+    for d, v in card["domains"].items():
+        if domain not in ("all", d):
+            continue
+        lab = lambda label: _labelled(label, d, labelled)  # noqa: E731
+        real = [t for t in card["targets"] if not t.get("null_check") and t.get("training")
+                and t.get("domain", d) == d]
+        if real:
+            t = real[0]["training"]
+            out[lab("realism: training set per student (records × passes; members among them)")] = (
+                f"{t['n_records']} × {t['epochs']} ({t['n_members']} members, {t['n_background']} background)")
         lv = v["levels"]
         kl = lambda k: (lv.get(k) or {}).get("kl", {}).get("per_token")  # noqa: E731
         ent = lambda k: (lv.get(k) or {}).get("entropy", {}).get("per_token")  # noqa: E731
-        out["realism: KL(target‖base) on own samples, nats/token: members / held out"] = (
+        out[lab("realism: KL(target‖base) on own samples, nats/token: members / held out")] = (
             f"{kl('members'):.3f} / {kl('held_out'):.3f}")
-        out["realism: sample entropy, nats/token: members / held out"] = f"{ent('members'):.3f} / {ent('held_out'):.3f}"
+        out[lab("realism: sample entropy, nats/token: members / held out")] = (
+            f"{ent('members'):.3f} / {ent('held_out'):.3f}")
         q = (lv.get("held_out") or {}).get("quality") or {}
         if "similarity" in q:
-            out["realism: held-out samples vs canonical body: similarity / parses"] = (
+            out[lab("realism: held-out samples vs canonical body: similarity / parses")] = (
                 f"{q['similarity']:.3f} / {q.get('parses', float('nan')):.2f}")
         for key in ("final_answer_match", "label_match"):  # realism.py's math and medical measures
             if key in q:
-                out[f"realism: held-out {key.replace('_', ' ')}"] = f"{q[key]:.3f}"
+                out[lab(f"realism: held-out {key.replace('_', ' ')}")] = f"{q[key]:.3f}"
         s = (lv.get("all") or {}).get("samples") or {}
         if s:
-            out["realism: distinct samples per record / mean tokens / at the token cap"] = (
+            out[lab("realism: distinct samples per record / mean tokens / at the token cap")] = (
                 f"{s['distinct_fraction']:.2f} / {s['mean_tokens']:.1f} / {s['at_cap_fraction']:.2f}")
             if s.get("seq_rep_4") is not None:  # cards written before it lack it
-                out["realism: seq-rep-4 of the samples (repeated 4-grams; near 1 = a loop)"] = f"{s['seq_rep_4']:.3f}"
-        break
+                out[lab("realism: seq-rep-4 of the samples (repeated 4-grams; near 1 = a loop)")] = (
+                    f"{s['seq_rep_4']:.3f}")
     return out
 
 
-def _literalness_cells(root: Path) -> dict[str, str]:
+def _literalness_cells(root: Path, domain: str, labelled: bool, several: bool) -> dict[str, str]:
+    """The teacher's literalness per domain (`domain` or, for 'all', every one) and the samples' literalness
+    pooled over the run's real targets (not split by domain: the report pools it once)."""
     out = {}
     teacher = _read(root / "teacher_literalness.json")
-    if teacher:
-        d = next(iter(teacher["domains"].values()))
-        out[f"teacher ({teacher['teacher']}): log p/token of the privileged text with / without context; restated "
-            "with context"] = (f"{d['privileged_with_context']:.3f} / {d['privileged_without_context']:.3f}; "
-                               f"{d.get('restated_with_context', float('nan')):.3f}")
+    for d, v in (teacher or {}).get("domains", {}).items():
+        if domain not in ("all", d):
+            continue
+        label = (f"teacher ({teacher['teacher']}): log p/token of the privileged text with / without context; "
+                 "restated with context")
+        out[_labelled(label, d, labelled)] = (
+            f"{v['privileged_with_context']:.3f} / {v['privileged_without_context']:.3f}; "
+            f"{v.get('restated_with_context', float('nan')):.3f}")
     samples = _read(root / "sample_literalness.json")
-    if samples and samples.get("pooled_real_targets"):
+    if samples and samples.get("pooled_real_targets") and (domain == "all" or not several):  # pooled once
         p = samples["pooled_real_targets"]
         out["samples vs privileged text (difflib): members / non-members (AUROC)"] = (
             f"{p['members']:.3f} / {p['non_members']:.3f} ({p['auroc']:.3f})")
@@ -140,9 +181,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--names", default="", help="comma-separated column names (default: the run directory names)")
+    ap.add_argument("--domain", default="", help="comma-separated, one per run: a domain's name or 'all' (the "
+                                                 "default: the run's only domain, or 'all' for several)")
     args = ap.parse_args()
     names = args.names.split(",") if args.names else [r.name for r in args.runs]
-    cols = [column(r) for r in args.runs]
+    domains = args.domain.split(",") if args.domain else [None] * len(args.runs)
+    if len(domains) != len(args.runs):
+        raise SystemExit(f"--domain names {len(domains)} domains for {len(args.runs)} runs")
+    cols = [column(r, d) for r, d in zip(args.runs, domains)]
     rows = list(dict.fromkeys(k for c in cols for k in c))
     print("| | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))

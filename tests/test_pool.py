@@ -160,6 +160,37 @@ def test_pool_again_from_the_same_shards_rewrites_the_same_metrics(pooled):
     assert (out / "metrics.csv").read_text() == before
 
 
+def _run_table():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("run_table", REPO / "bench" / "run_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_table_reads_a_pool_of_several_domains(pooled):
+    """bench/run_table.py on a pool: the pooled rows are the level over all domains by default (it failed on a
+    pool before: the domain level has one row per domain), or one domain's with domain='math'."""
+    out, _ = pooled
+    run_table = _run_table()
+    m = pd.read_csv(out / "metrics.csv")
+    real = ~m.null_check.astype(bool)
+    every = m[(m.level == "all") & (m.attack == "leaky") & real].iloc[0]
+    math = m[(m.level == "domain") & (m.attack == "leaky") & (m.domain == "math") & real].iloc[0]
+    label = "**Leaky** (target − max OUT reference, rectified)"
+    cells = run_table.column(out)
+    assert cells[label] == f"{every.auroc:.3f} [{every.auroc_lo:.3f}, {every.auroc_hi:.3f}]"
+    assert cells["targets / members / non-members (pooled rows)"].startswith("4 / ")
+    assert "[code] realism: sample entropy, nats/token: members / held out" in cells
+    cells = run_table.column(out, "math")
+    assert cells[label] == f"{math.auroc:.3f} [{math.auroc_lo:.3f}, {math.auroc_hi:.3f}]"
+    assert cells["targets / members / non-members (pooled rows)"].startswith("2 / ")
+    assert "realism: sample entropy, nats/token: members / held out" in cells  # one domain: rows unlabelled
+    assert not any(k.startswith("[code]") for k in cells)
+    with pytest.raises(SystemExit, match="--domain chess: not a domain of this run"):
+        run_table.column(out, "chess")
+
+
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
