@@ -36,6 +36,8 @@ from pathlib import Path
 
 import torch
 
+from leakaudit.memory import status_kb as _status_kb
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_peak import matmul_gflops  # noqa: E402
 from bench_teacher_cache import PHASES, Timers, bench_records, breakdown, build_models  # noqa: E402
@@ -61,13 +63,6 @@ def _hwm_reset() -> bool:
         return True
     except OSError:
         return False
-
-
-def _status_kb(field: str) -> int | None:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return None
 
 
 class MemoryPerStep:

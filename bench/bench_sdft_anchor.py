@@ -58,6 +58,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from leakaudit.memory import status_kb as _status_kb
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_teacher_cache, when imported from a test
 
 SIDES = ("ours", "ours_plain", "trl")
@@ -70,17 +72,6 @@ PHASES = ("rollout", "student_forward", "teacher_forward", "backward", "optimize
 
 def _now() -> float:
     return time.perf_counter()
-
-
-def _status_kb(field: str) -> int | None:
-    """A field of /proc/self/status in kB (VmRSS, VmHWM), None where unreadable."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return None
 
 
 def _mb(kb: int | None) -> float | None:

@@ -12,7 +12,9 @@ most 32 MB) with a fresh mapping and unmaps it on free, so each training step's 
 (hundreds of MB) are faulted in page by page again, step after step. On the AMX VM a re-fault costs ~35 us: an OPD
 step of the default study's shapes faulted in ~1.0 M pages and spent 33 s in the kernel against 46 s of its own work
 (44 s wall); with freed memory kept for reuse a step from the third on faults nothing and takes ~20 s, at the same
-peak (7.7 GB) and the same arithmetic (python bench/bench_allocator.py, bench/results/allocator.json).
+peak (7.7 GB) and the same arithmetic (python bench/bench_allocator.py, bench/results/allocator.json). The cost is
+a multi-threaded process's: a 1-thread student (Ray's shape) faults as often at ~2 us a fault and gains ~1.02x in
+steady state (bench/results/allocator_ray_shape.json).
 """
 
 from __future__ import annotations
@@ -22,15 +24,22 @@ import gc
 from pathlib import Path
 
 
-def resident_mb() -> float | None:
-    """This process's resident set size now (VmRSS, MB), or None where /proc is not there."""
+def status_kb(field: str) -> int | None:
+    """A field of this process's /proc/self/status in kB (VmRSS, VmHWM, ...), None where /proc or the field is not
+    there. The one reader of that file (the benchmarks use it too)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
     except OSError:
         return None
     return None
+
+
+def resident_mb() -> float | None:
+    """This process's resident set size now (VmRSS, MB), or None where /proc is not there."""
+    kb = status_kb("VmRSS")
+    return None if kb is None else kb / 1024
 
 
 def _libc_function(name: str, argtypes: list, restype: object) -> ctypes._CFuncPtr | None:

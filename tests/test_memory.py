@@ -9,7 +9,7 @@ import platform
 import pytest
 
 from leakaudit.config import load_config
-from leakaudit.memory import release_freed_memory, resident_mb
+from leakaudit.memory import release_freed_memory, resident_mb, status_kb
 
 glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
                            reason="malloc_trim is glibc's")
@@ -86,3 +86,11 @@ def test_an_unknown_allocator_policy_is_refused():
 
     with pytest.raises(ValueError, match="allocator policy must be one of reuse, system, got 'jemalloc'"):
         set_allocator_policy("jemalloc")
+
+
+def test_status_kb_reads_proc_self_status():
+    """The one reader of /proc/self/status: the peak is at least the resident set, a field it lacks is None."""
+    rss, hwm = status_kb("VmRSS"), status_kb("VmHWM")
+    assert rss > 0 and hwm >= rss
+    assert abs(resident_mb() * 1024 - rss) < 64 * 1024  # read a moment apart
+    assert status_kb("NoSuchField") is None
