@@ -187,11 +187,14 @@ def train(
                        "per student (e.g. a job array over these lines):")
             for m in ids:
                 typer.echo(f"#   accelerate launch -m leakaudit.cli train --plan {plan_dir} --model-id {m}")
-        try:
-            study.stage_teacher()
-            study.stage_students()
-        finally:
-            study.close()
+        from leakaudit.locks import run_exclusively
+
+        with run_exclusively(plan_dir):  # --model-id jobs may run side by side; --all is the whole stage
+            try:
+                study.stage_teacher()
+                study.stage_students()
+            finally:
+                study.close()
     elif model_id:
         if model_id not in p.models:
             raise LeakauditError(f"{plan_dir}: model_id '{model_id}' is not in the plan ({sorted(p.models)})")

