@@ -60,6 +60,7 @@ def test_the_offline_model_is_dequantised_once_when_two_processes_ask(tmp_path, 
 
     monkeypatch.setenv("LEAKAUDIT_CACHE", str(tmp_path))
     target = tmp_path / "models" / "smollm2-135m"
+    target.parent.mkdir(parents=True)  # filelock 3.10.0 (the floor) does not create the directory
     other = FileLock(str(lock_path(target)))
     other.acquire()
     got = {}
@@ -117,6 +118,7 @@ def test_a_job_waits_for_the_job_preparing_the_runs_teacher(tmp_path, tiny_model
     first.stage_records()
     first.stage_plan()
     teacher = first.run.teacher
+    teacher.parent.mkdir(parents=True, exist_ok=True)  # filelock 3.10.0 (the floor) does not create the directory
     other = FileLock(str(lock_path(teacher)))
     other.acquire()
     second = Study(cfg, progress=False, log=lambda m: None)
