@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -120,9 +121,10 @@ def main() -> None:
                     help="recompute the summary of the existing --json from its runs (no new measurement)")
     ap.add_argument("--worker", choices=POLICIES, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print("RESULT " + json.dumps(worker(args.worker, args.model, args.steps, args.threads)), flush=True)
+        Path(args.worker_out).write_text(json.dumps(worker(args.worker, args.model, args.steps, args.threads)))
         return
     if args.resummarise:
         result = json.loads(Path(args.json).read_text())
@@ -133,39 +135,33 @@ def main() -> None:
         print(json.dumps(result["summary"], indent=1))
         return
     from leakaudit.envinfo import cpu_info, library_versions
+    from pinned_processes import start_pinned, wait_for_json
 
-    def argv(policy: str, threads: int = 0) -> list[str]:
+    def argv(policy: str, out: Path, threads: int = 0) -> list[str]:
         return [sys.executable, __file__, "--worker", policy, "--model", args.model, "--steps", str(args.steps),
-                "--threads", str(threads)]
+                "--threads", str(threads), "--worker-out", str(out)]
 
-    def parse(stdout: str) -> dict:
-        return json.loads(next(x for x in stdout.splitlines() if x.startswith("RESULT "))[7:])
-
-    runs = []
-    if args.shape == "sequential":
-        order = [p for i in range(args.rounds) for p in (POLICIES if i % 2 == 0 else POLICIES[::-1])]
-        for policy in order:
-            run = parse(subprocess.run(argv(policy), capture_output=True, text=True, check=True).stdout)
-            runs.append(run)
-            print(policy, json.dumps(run["steps"]), flush=True)
-    else:
-        import os
-
-        from pinned_processes import start_pinned
-        cores = sorted(os.sched_getaffinity(0))[:2]
-        if len(cores) < 2:
-            raise SystemExit("--shape ray needs two cores")
-        order = []
+    runs, order = [], []
+    with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.rounds):
+            if args.shape == "sequential":  # one process at a time, every core; ABBA
+                for policy in (POLICIES if i % 2 == 0 else POLICIES[::-1]):
+                    out = Path(tmp) / f"{policy}_{i}.json"
+                    subprocess.run(argv(policy, out), check=True, stdout=subprocess.DEVNULL)
+                    runs.append(json.loads(out.read_text()))
+                    order.append(policy)
+                    print(policy, json.dumps(runs[-1]["steps"]), flush=True)
+                continue
+            # ray: both policies at once, each on a core of its own at 1 thread; cores swapped each round
+            cores = sorted(os.sched_getaffinity(0))[:2]
+            if len(cores) < 2:
+                raise SystemExit("--shape ray needs two cores")
             pinned = list(zip(POLICIES, cores if i % 2 == 0 else cores[::-1]))
-            procs = [(policy, core, start_pinned([core], argv(policy, threads=1), stdout=subprocess.PIPE))
-                     for policy, core in pinned]
-            for policy, core, proc in procs:
-                out, err = proc.communicate()
-                if proc.returncode:
-                    raise SystemExit(f"{policy} on core {core} failed:\n{err.decode()[-3000:]}")
-                run = {**parse(out.decode()), "core": core, "round": i}
-                runs.append(run)
+            outs = [Path(tmp) / f"{policy}_{i}.json" for policy, _ in pinned]
+            done, _ = wait_for_json([(out, start_pinned([core], argv(policy, out, threads=1)))
+                                     for out, (policy, core) in zip(outs, pinned)], "bench_allocator worker")
+            for run, (policy, core) in zip(done, pinned):
+                runs.append({**run, "core": core, "round": i})
                 order.append(f"{policy}@cpu{core}")
                 print(policy, core, json.dumps(run["steps"]), flush=True)
     result = {"model": args.model, "shape": args.shape, "steps_measured": args.steps, "order": order,

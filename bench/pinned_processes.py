@@ -16,11 +16,11 @@ def core_groups(shape: str, cores: list[int]) -> list[list[int]]:
     return [cores] if shape == "local" else [[c] for c in cores]
 
 
-def start_pinned(cores: list[int], argv: list[str], stdout: int = subprocess.DEVNULL) -> subprocess.Popen:
-    """`argv` under taskset on `cores`, with OMP_NUM_THREADS = MKL_NUM_THREADS = len(cores); stderr piped."""
+def start_pinned(cores: list[int], argv: list[str]) -> subprocess.Popen:
+    """`argv` under taskset on `cores`, with OMP_NUM_THREADS = MKL_NUM_THREADS = len(cores)."""
     env = {**os.environ, "OMP_NUM_THREADS": str(len(cores)), "MKL_NUM_THREADS": str(len(cores))}
     return subprocess.Popen(["taskset", "-c", ",".join(map(str, cores)), *argv], env=env,
-                            stdout=stdout, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def wait_for_json(procs: list[tuple[Path, subprocess.Popen]], what: str) -> tuple[list, float]:

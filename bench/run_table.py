@@ -31,17 +31,19 @@ def _ci(row) -> str:
     return f"{row.auroc:.3f} [{row.auroc_lo:.3f}, {row.auroc_hi:.3f}]"
 
 
-def pooled_rows(m: pd.DataFrame, domain: str | None) -> tuple[str, pd.DataFrame]:
-    """(domain, metrics.csv rows of the pooled level): domain None = the run's only domain, or 'all' when it has
-    several; 'all' = the level pooled over every domain; a name = that domain's level."""
+def pooled_rows(m: pd.DataFrame, domain: str | None) -> tuple[str, pd.DataFrame, bool]:
+    """(domain, metrics.csv rows of the pooled level, whether the run has several domains): domain None = the
+    run's only domain, or 'all' when it has several; 'all' = the level pooled over every domain; a name = that
+    domain's level."""
     domains = sorted(m[m.level == "domain"].domain.unique())
+    several = len(domains) > 1
     if domain is None:
-        domain = domains[0] if len(domains) == 1 else "all"
+        domain = "all" if several else domains[0]
     if domain == "all":
-        return domain, m[m.level == "all"] if len(domains) > 1 else m[m.level == "domain"]
+        return domain, m[m.level == ("all" if several else "domain")], several
     if domain not in domains:
         raise SystemExit(f"--domain {domain}: not a domain of this run (it has {', '.join(domains)})")
-    return domain, m[(m.level == "domain") & (m.domain == domain)]
+    return domain, m[(m.level == "domain") & (m.domain == domain)], several
 
 
 def column(root: Path, domain: str | None = None) -> dict[str, str]:
@@ -49,7 +51,7 @@ def column(root: Path, domain: str | None = None) -> dict[str, str]:
     m = pd.read_csv(root / "metrics.csv")
     m["null_check"] = m.null_check.astype(bool)
     mj = _read(root / "metrics.json") or {}
-    domain, level = pooled_rows(m, domain)
+    domain, level, several = pooled_rows(m, domain)
     dom = level[~level.null_check].set_index("attack")
     null = level[level.null_check].set_index("attack")
     tgt = m[(m.level == "target") & ~m.null_check]
@@ -87,25 +89,24 @@ def column(root: Path, domain: str | None = None) -> dict[str, str]:
     per = tgt[tgt.attack == "leaky"].sort_values("target").auroc
     cells["per target Leaky"] = " / ".join(f"{v:.2f}" for v in per)
     # model ids are '<domain>-<role><k>' (leakaudit.membership)
-    health = [h for h in mj.get("training_health") or [] if domain == "all" or h["model_id"].startswith(domain + "-")]
+    health = [h for h in mj.get("training_health") or []
+              if domain == "all" or h["model_id"].startswith(domain + "-")]
     if health:
         last = [h["kl_last"] for h in health]
         cells["training check: students ending closer to the teacher (final KL)"] = (
             f"{sum(h['moved_toward_teacher'] for h in health)}/{len(health)} ({min(last):.2f}–{max(last):.2f})")
-    balance = [r["tvd"] for r in mj.get("reference_balance") or [] if not r["null_check"]
-               and (domain == "all" or r["target"] in set(tgt.target))]
+    targets = set(tgt.target)  # the real targets of the pooled rows
+    balance = [r["tvd"] for r in mj.get("reference_balance") or [] if r["target"] in targets]
     if balance:
         cells["design check: largest TVD of reference identity"] = f"{max(balance):.3f}"
-    # a run of one domain: its 'all' rows are that domain's
-    several = m[m.level == "domain"].domain.nunique() > 1
     for p in mj.get("paper_statistics") or []:
-        if p["domain"] != (domain if several else "all"):
+        if p["domain"] != (domain if several else "all"):  # a run of one domain: its 'all' rows are that domain's
             continue
         who = "null target" if p["null_check"] else "real targets"
         design = "" if p["design"] == "matched" else f", {p['design']} references"
+        stats = ("leaky", "strongest_baseline", "strongest_fresh_baseline")
         cells[f"as published ({who}{design}): mean per-target AUROC, Leaky / strongest baseline / strongest "
-              "same-trajectory baseline"] = " / ".join(
-            "–" if p[k] is None else f"{p[k]:.3f}" for k in ("leaky", "strongest_baseline", "strongest_fresh_baseline"))
+              "same-trajectory baseline"] = " / ".join("–" if p[k] is None else f"{p[k]:.3f}" for k in stats)
     labelled = several and domain == "all"  # rows of every domain: each names its own
     cells.update(_realism_cells(root, domain, labelled))
     cells.update(_literalness_cells(root, domain, labelled, several))

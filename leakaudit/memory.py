@@ -78,7 +78,8 @@ def set_allocator_policy(policy: str) -> bool:
     if policy == "system":
         return True
     mallopt = _libc_function("mallopt", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
-    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, _REUSE_MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, -1))
+    return (mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, _REUSE_MMAP_THRESHOLD))
+            and bool(mallopt(_M_TRIM_THRESHOLD, -1)))
 
 
 def release_freed_memory() -> bool:

@@ -173,7 +173,8 @@ class Study:
         run = self.run
         if stage == "students":
             models = run.root / "models"
-            # hidden files (the teacher's lock, leakaudit.locks) are no model's
+            # hidden files (the teacher's lock, leakaudit.locks) are no model's: --force students must not delete
+            # a lock another process may hold
             existing = ([p for p in models.glob("*") if p != run.teacher and not p.name.startswith(".")]
                         if models.is_dir() else [])
             planned = [run.model(m) for m in self.trained_models()] if self._plan or run.membership.is_file() else []

@@ -3,21 +3,15 @@ model (2 steps of 2 prompts x 4 new tokens per run, one run per side) must time 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "bench" / "bench_sdft_anchor.py"
+from conftest import bench_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_sdft_anchor", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("bench_sdft_anchor")
 
 
 # The anchor drives TRL's SDFTTrainer with the current SDFTConfig (activation_checkpointing, teacher templates...);

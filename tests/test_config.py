@@ -61,13 +61,9 @@ def test_file_overrides_preset(tmp_path):
 def test_default_preset_is_the_measured_sweep_point():
     """README's default-study table comes from bench/sweep_signal.py's regime_code_prepared run (on top of preset
     quick): the default preset must resolve to exactly that config, name aside."""
-    import importlib.util
-    from pathlib import Path
+    from conftest import bench_script
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "sweep_signal.py"
-    spec = importlib.util.spec_from_file_location("sweep_signal", path)
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = bench_script("sweep_signal")
     measured = load_config(preset="quick", overrides=[*sweep.POINTS["regime_code_prepared"], "name=default"])
     assert load_config(preset="default").to_dict() == measured.to_dict()
 

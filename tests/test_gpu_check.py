@@ -4,7 +4,6 @@ Nothing here needs a GPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from conftest import bench_script
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "gpu_check.py"
 
 
 @pytest.fixture(scope="module")
 def gc():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("gpu_check")
 
 
 def _run(args: list[str], timeout: float, **env: str) -> subprocess.CompletedProcess:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from conftest import bench_script
 from fake_run import fake_scores
 from leakaudit.cli import main
 from leakaudit.config import dump_config, load_config, restrict_domains
@@ -160,19 +161,11 @@ def test_pool_again_from_the_same_shards_rewrites_the_same_metrics(pooled):
     assert (out / "metrics.csv").read_text() == before
 
 
-def _run_table():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("run_table", REPO / "bench" / "run_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_run_table_reads_a_pool_of_several_domains(pooled):
     """bench/run_table.py on a pool: the pooled rows are the level over all domains by default (it failed on a
     pool before: the domain level has one row per domain), or one domain's with domain='math'."""
     out, _ = pooled
-    run_table = _run_table()
+    run_table = bench_script("run_table")
     m = pd.read_csv(out / "metrics.csv")
     real = ~m.null_check.astype(bool)
     every = m[(m.level == "all") & (m.attack == "leaky") & real].iloc[0]
