@@ -13,11 +13,14 @@ teacher_literalness.json and sample_literalness.json (the shards' per-domain / p
 pool.json (which shards, with the sha256 of each one's scores, its teacher and its env.json: shards may have run on
 different machines, so the pool has no env.json of its own), then metrics.*, blind_text_null.csv, plots/ and
 report.html. Nothing is trained or scored: everything is read from the shards. Every check runs before the first
-file is written; a pooled directory is rewritten only from the same shards (pool.json), never from others.
+file is written; a pooled directory is rewritten only from the same shards (pool.json), never from others. While it
+reads and writes, the pool holds the run lock of every shard and of the pooled directory (leakaudit.locks): a shard
+that a study is still running, or a pooled directory another `leakaudit pool` is writing, is refused with exit 2.
 """
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,6 +29,7 @@ import yaml
 
 from leakaudit.errors import InputError
 from leakaudit.io import atomic_path, read_json, write_json, write_text
+from leakaudit.locks import run_exclusively
 from leakaudit.rundir import RunDir
 
 POOL_FILE = "pool.json"
@@ -125,8 +129,8 @@ def _pool_record(shards: list[dict]) -> dict:
 def _same_inputs(out: RunDir, record: dict) -> bool:
     """Whether `out` holds a pool of exactly these shards (same paths and scores) or nothing at all."""
     pool = out.root / POOL_FILE
-    if not out.root.exists() or not any(out.root.iterdir()):
-        return True
+    if not out.root.exists() or not any(not p.name.startswith(".") for p in out.root.iterdir()):
+        return True  # nothing there but hidden files (the run lock a refused pool leaves)
     if not pool.is_file():
         return False
     old = read_json(pool).get("shards") or []
@@ -193,21 +197,32 @@ def _read_optional(path: Path) -> dict | None:
 
 def pool_runs(out: Path, runs: Sequence[Path], *, n_boot: int = 1000, seed: int = 0, n_perm: int = 200) -> Path:
     """Check the shards, write the pooled run directory `out` and its report; return report.html's path."""
+    out_rd = RunDir(Path(out))
+    runs = [Path(r) for r in runs]
+    if any(out_rd.root.resolve() == r.resolve() for r in runs):
+        raise InputError("the pooled directory must not be one of the shards", path=str(out_rd.root))
+    shards = check_shards(runs)
+    with ExitStack() as locks:
+        # the shards' locks first (no study may rewrite a shard's scores between the digest below and the read), so
+        # that a shard still running leaves no pooled directory behind (run_exclusively creates the directory)
+        for s in shards:
+            locks.enter_context(run_exclusively(s["path"]))
+        record = _pool_record(shards)
+        if not _same_inputs(out_rd, record):
+            raise InputError(f"holds something other than a pool of these shards (no {POOL_FILE}, or one of other "
+                             "shards or scores): choose another directory", path=str(out_rd.root))
+        locks.enter_context(run_exclusively(out_rd.root))
+        return _write_pool(out_rd, shards, record, n_boot=n_boot, seed=seed, n_perm=n_perm)
+
+
+def _write_pool(out_rd: RunDir, shards: list[dict], record: dict, *, n_boot: int, seed: int, n_perm: int) -> Path:
+    """Read the checked shards, write the pooled directory and build its report (the caller holds the locks)."""
     from leakaudit.data.records import read_jsonl, write_jsonl
     from leakaudit.realism import realism_card
     from leakaudit.report import build_report
     from leakaudit.report.build import design_check
     from leakaudit.report.health import training_health
 
-    out_rd = RunDir(Path(out))
-    runs = [Path(r) for r in runs]
-    if any(out_rd.root.resolve() == r.resolve() for r in runs):
-        raise InputError("the pooled directory must not be one of the shards", path=str(out_rd.root))
-    shards = check_shards(runs)
-    record = _pool_record(shards)
-    if not _same_inputs(out_rd, record):
-        raise InputError(f"holds something other than a pool of these shards (no {POOL_FILE}, or one of other "
-                         "shards or scores): choose another directory", path=str(out_rd.root))
     rds = [RunDir(s["path"]) for s in shards]
     # everything is read (and checked) before the first file is written
     scores = pd.concat([pd.read_parquet(rd.scores) for rd in rds], ignore_index=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from filelock import FileLock
 from sklearn.metrics import roc_auc_score
 
 from conftest import bench_script
@@ -15,6 +16,7 @@ from leakaudit.cli import main
 from leakaudit.config import dump_config, load_config, restrict_domains
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.io import write_json, write_text
+from leakaudit.locks import RUN_LOCK
 from leakaudit.membership import keep_matrix_plan
 from leakaudit.pool import POOL_FILE, first_difference, pool_runs
 from leakaudit.rundir import RunDir
@@ -253,3 +255,26 @@ def test_a_shard_gets_the_whole_studys_records_and_plan_of_its_domain(tiny_model
     rows = pw.table[pw.table.model_id.isin(list(ps.models))].reset_index(drop=True)
     pd.testing.assert_frame_equal(ps.table.reset_index(drop=True), rows)
     assert not any(tmp_path.iterdir())  # records() and plan() write nothing
+
+
+@pytest.mark.parametrize("held", ["shard", "out"])
+def test_pool_refuses_a_shard_or_pooled_directory_another_process_holds(tmp_path, capsys, held):
+    """A study still running in a shard (it may rewrite the scores being pooled), or another `leakaudit pool`
+    writing the same pooled directory, holds that directory's run lock: the pool exits 2 naming it, writes no
+    pooled file, and runs once the lock is free (an earlier refusal's hidden lock file is no obstacle)."""
+    shards = [write_shard(tmp_path / d, d) for d in ("code", "math")]
+    out = tmp_path / "pooled"
+    busy = shards[1] if held == "shard" else out
+    busy.mkdir(exist_ok=True)
+    holder = FileLock(str(busy / RUN_LOCK))
+    holder.acquire()
+    try:
+        rc = main(["pool", *map(str, shards), "--out", str(out), "--n-boot", "20", "--n-perm", "0"])
+    finally:
+        holder.release()
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "another leakaudit process" in err and str(busy) in err
+    assert [p.name for p in _files(out)] == ([RUN_LOCK] if held == "out" else [])
+    assert main(["pool", *map(str, shards), "--out", str(out), "--n-boot", "20", "--n-perm", "0"]) == 0
+    assert (out / "metrics.csv").is_file()
