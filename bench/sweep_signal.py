@@ -50,6 +50,11 @@ POINTS: dict[str, list[str]] = {
     # a fresh one (issue 14: no tuning on the reported records): more passes, a larger step
     "regime_code_prepared_e8": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.epochs=8"],
     "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
+    # run L1 (seed 1) found lr 3e-4 blowing every student up in its first steps (teacher KL 1 -> 7-19, rollouts of
+    # 1-4 tokens; canonical-body log p -1.6 -> -5.6 nats/token at the end): the same step reached over 6 warm-up steps
+    # (a third of the 18), not yet run
+    "regime_code_prepared_lr3e-4_warmup6": [CODE_ONLY, *REGIME, "teacher.kind=prepared",
+                                            "training.learning_rate=3.0e-4", "training.warmup_steps=6"],
     # math with a token cap a solution can finish in more often: champ's worked solutions run to a median of 216 tokens
     # (10th / 90th percentile 109 / 336, the 72 records of regime_math_prepared_seed1), so at 48 every rollout and
     # sample is an opening and none reaches its answer (0/72 fit in 48 tokens); 128 covers 14/72 whole and costs ~2.7x the rollout
@@ -87,8 +92,6 @@ POINTS: dict[str, list[str]] = {
     "prepared_lr_x3": ["teacher.kind=prepared", "training.learning_rate=3.0e-4"],
     "prepared_full_rkl": ["teacher.kind=prepared", "training.loss=full_rkl"],
     "prepared_lora16": ["teacher.kind=prepared", "training.lora_rank=16", "training.learning_rate=1.0e-3"],
-    "prepared_generic_context": ["teacher.kind=prepared",
-                                 "training.teacher_template='{prompt}\n\nAnswer carefully and concisely.'"],
     "prepared_sample_t07": ["teacher.kind=prepared", "signals.sampling.temperature=0.7"],
     "prepared_sample_16tok": ["teacher.kind=prepared", "signals.sampling.max_new_tokens=16"],
 }

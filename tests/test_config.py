@@ -68,6 +68,22 @@ def test_default_preset_is_the_measured_sweep_point():
     assert load_config(preset="default").to_dict() == measured.to_dict()
 
 
+def test_every_sweep_point_is_a_valid_config():
+    """Each bench/sweep_signal.py point resolves on top of preset quick (a mistyped key or value raises ConfigError
+    here instead of hours into a sweep), and each point's overrides reach the config it names."""
+    from conftest import bench_script
+
+    sweep = bench_script("sweep_signal")
+    for name, overrides in sweep.POINTS.items():
+        cfg = load_config(preset="quick", overrides=[*overrides, f"name={name}"]).to_dict()
+        for key, value in dict(o.split("=", 1) for o in overrides).items():  # a later override of a key wins
+            got = cfg
+            for part in key.split("."):
+                got = got[part]
+            if not value.startswith("{"):
+                assert str(got) == value or float(got) == float(value), (name, key, got)
+
+
 @pytest.mark.parametrize("preset", ["default", "quick", "cpu-full"])
 def test_offline_presets_fit_their_pools(preset, tmp_path):
     """Every offline preset's candidates + population + teacher-only records fit in its sources' pools
