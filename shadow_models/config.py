@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pydantic import ConfigDict
 
 from leakaudit.errors import ConfigError
+from leakaudit.precision import valid_bf16_setting
 from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
 
 LOSSES = ("sampled_rkl", "full_rkl", "jsd")
@@ -56,8 +57,10 @@ class _OptimFields:
     """LoRA dropout probability, in [0, 1)."""
     lora_target_modules: tuple[str, ...] = DEFAULT_LORA_TARGETS
     """Module names LoRA adapts (Llama-style projection names by default). Non-empty."""
-    bf16_autocast: bool = True
-    """Run forward passes and sampling under bf16 autocast; master weights and AdamW state stay fp32."""
+    bf16_autocast: bool | str = "auto"
+    """Run forward passes and sampling under bf16 autocast; master weights and AdamW state stay fp32. 'auto' = on
+    where bf16 matmuls are native on the training device, off (fp32) where they are emulated and ~8x slower
+    (leakaudit.precision; the trainer records what it ran with in meta.json)."""
     fused_optimizer: bool = True
     """torch's fused AdamW kernel (one pass per parameter) instead of the multi-tensor one: the same update up to
     float rounding; the optimizer step of a 135M student 0.54 -> 0.15 s at one thread (bench/bench_opd_step.py)."""
@@ -83,6 +86,7 @@ class _OptimFields:
         _check(len(self.lora_target_modules) > 0, "lora_target_modules", self.lora_target_modules, "non-empty")
         _check(self.seed is None or (isinstance(self.seed, int) and not isinstance(self.seed, bool)
                                      and self.seed >= 0), "seed", self.seed, "an int >= 0 or None")
+        _check(valid_bf16_setting(self.bf16_autocast), "bf16_autocast", self.bf16_autocast, "true, false or 'auto'")
         _check("{prompt}" in self.teacher_template and "{privileged}" in self.teacher_template,
                "teacher_template", self.teacher_template[:40] + "...", "a template with {prompt} and {privileged}")
         try:

@@ -42,24 +42,31 @@ def load_trainable(ref: str, device: torch.device, *, lora_rank: int, lora_alpha
 
 
 def setup_training(base_model: str, config: Any, *, trust_remote_code: bool = False
-                   ) -> tuple[Any, torch.device, Any, Any, Any]:
-    """The start both trainers share: an Accelerator, seeds, the autocast context, the tokenizer and the trainable
-    model (LoRA-wrapped when config.lora_rank > 0). Returns (accelerator, device, amp, tokenizer, model).
-    `trust_remote_code` reaches both the tokenizer and the model load."""
+                   ) -> tuple[Any, Any, torch.device, Any, Any, Any]:
+    """The start both trainers share: the config with its bf16_autocast resolved on the device accelerate gives
+    ('auto' -> whether bf16 is native there, leakaudit.precision), an Accelerator, seeds, the autocast context,
+    the tokenizer and the trainable model (LoRA-wrapped when config.lora_rank > 0). Returns (config, accelerator,
+    device, amp, tokenizer, model): callers use the returned config, so meta.json, the checkpoint fingerprint and
+    every later choice see the precision the model was trained in. `trust_remote_code` reaches both the tokenizer
+    and the model load."""
+    from dataclasses import replace
+
     from accelerate import Accelerator
     from accelerate.utils import set_seed
 
     from leakaudit.models import load_tokenizer
+    from leakaudit.precision import resolve_bf16
 
     accelerator = Accelerator()
     set_seed(config.seed)
     device = accelerator.device
+    config = replace(config, bf16_autocast=resolve_bf16(config.bf16_autocast, device))
     amp = autocast(device, config.bf16_autocast)
     tokenizer = load_tokenizer(base_model, trust_remote_code=trust_remote_code)
     model = load_trainable(base_model, device, lora_rank=config.lora_rank, lora_alpha=config.lora_alpha,
                            lora_dropout=config.lora_dropout, target_modules=config.lora_target_modules,
                            trust_remote_code=trust_remote_code)
-    return accelerator, device, amp, tokenizer, model
+    return config, accelerator, device, amp, tokenizer, model
 
 
 def load_frozen(ref: str, device: torch.device, *, trust_remote_code: bool = False) -> Any:

@@ -140,7 +140,8 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
     given = len(population_records)
     population_records, target_texts, target_info = sft_records(population_records, sft_target)
     started = time.time()
-    accelerator, device, amp, tokenizer, model = setup_training(base_model, config, trust_remote_code=trust_remote_code)
+    config, accelerator, device, amp, tokenizer, model = setup_training(base_model, config,
+                                                                        trust_remote_code=trust_remote_code)
     steps = plan_steps(len(population_records), config.epochs, config.batch_size, config.seed)
     optimizer, scheduler = optim.build_optimizer(
         model, learning_rate=config.learning_rate, weight_decay=config.weight_decay,

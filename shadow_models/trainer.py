@@ -83,8 +83,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
         return out_dir
     check_records(records)
     started = time.time()
-    accelerator, device, amp, tokenizer, student = setup_training(base_model, config,
-                                                                  trust_remote_code=trust_remote_code)
+    config, accelerator, device, amp, tokenizer, student = setup_training(base_model, config,
+                                                                          trust_remote_code=trust_remote_code)
     if teacher_model is None and config.lora_rank > 0:
         teacher = None  # self-distillation with LoRA: the base under the student's disabled adapter
     else:

@@ -162,22 +162,33 @@ def test_audit_section_is_typed_and_set_through_null():
     assert cfg.audit.population is None and cfg.audit.records_per_reference == 0
 
 
-def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_before_them():
+def _study_hash_on_a_bf16_native_machine(cfg, monkeypatch) -> str:
+    """The hash a Study computes for `cfg` where bf16 is native (the machine the golden hashes were made on):
+    bf16_autocast 'auto' resolves to true there before hashing (leakaudit.precision)."""
+    from leakaudit.precision import resolve_study_precision
+
+    monkeypatch.setattr("leakaudit.precision.bf16_is_native", lambda device: True)
+    return resolve_study_precision(cfg)[0].hash()
+
+
+def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_before_them(monkeypatch):
     """Issue 14 added data.n_background, data.n_reference_records and plan.n_offline_references; at 0 they compute
     what the code did before, so a run directory made before them still resumes. Golden hashes: the presets' as
-    computed at commit 44ff94d (before those keys existed)."""
+    computed at commit 44ff94d (before those keys existed), as a study on a bf16-native machine resolves them."""
     from leakaudit.config import NEUTRAL_DEFAULTS
 
-    assert [load_config(preset=p).hash() for p in ("tiny", "quick", "gpu-paper")] == \
-        ["af1f74a85905", "ae81c5846114", "34fd1d7a7fbf"]
+    assert [_study_hash_on_a_bf16_native_machine(load_config(preset=p), monkeypatch)
+            for p in ("tiny", "quick", "gpu-paper")] == ["af1f74a85905", "ae81c5846114", "34fd1d7a7fbf"]
     base = load_config(preset="tiny")
     # issue 16's audit.* keys (an API target) exist only in an audit: checked on one, against the hash of the same
     # audit computed at b1649fd (before those keys existed)
     audit = ["audit.target=some/model", "audit.candidates=c.jsonl"]
-    assert load_config(preset="tiny", overrides=audit).hash() == "0355ed020d03"
+    assert _study_hash_on_a_bf16_native_machine(load_config(preset="tiny", overrides=audit), monkeypatch) == \
+        "0355ed020d03"
     for dotted, neutral in NEUTRAL_DEFAULTS.items():
         if dotted.startswith("audit."):
-            got = load_config(preset="tiny", overrides=[*audit, f"{dotted}={json.dumps(neutral)}"]).hash()
+            got = _study_hash_on_a_bf16_native_machine(
+                load_config(preset="tiny", overrides=[*audit, f"{dotted}={json.dumps(neutral)}"]), monkeypatch)
             assert got == "0355ed020d03", dotted
             continue
         assert load_config(preset="tiny", overrides=[f"{dotted}={neutral}"]).hash() == base.hash()
@@ -188,7 +199,7 @@ def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_b
     assert load_config(preset="tiny", overrides=["data.n_reference_records=2"]).hash() != base.hash()
 
 
-def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path):
+def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path, monkeypatch):
     """Issue 15: where the jobs run does not change what they compute, so `execution` never changes the hash (a run
     directory resumes under either backend, and runs made before the section existed keep theirs)."""
     plain = load_config(preset="tiny")
@@ -196,7 +207,10 @@ def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path):
     on_ray = load_config(preset="tiny", overrides=["execution.backend=ray", "execution.address=auto",
                                                    "execution.gpus_per_student=0", "execution.cpus_per_student=4"])
     assert on_ray.execution.backend == "ray" and on_ray.execution.cpus_per_student == 4
-    assert on_ray.hash() == plain.hash() == "af1f74a85905"  # the tiny preset's hash before the section existed
+    assert on_ray.hash() == plain.hash()
+    # the tiny preset's hash before the section existed (its teacher.prep.bf16_autocast is 'auto': as resolved on a
+    # bf16-native machine, where that hash was made)
+    assert _study_hash_on_a_bf16_native_machine(plain, monkeypatch) == "af1f74a85905"
     path = tmp_path / "study.yaml"
     path.write_text(dump_config(on_ray))
     assert load_config(path).execution == on_ray.execution

@@ -36,6 +36,7 @@ import torch
 from leakaudit.errors import ConfigError
 from leakaudit.models import bf16_copy
 from leakaudit.padding import left_pad, position_ids, right_pad
+from leakaudit.precision import bf16_is_native
 from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
 from leakaudit.signals.decode import decode
 from leakaudit.signals.logprobs import head_logprobs
@@ -115,16 +116,6 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
-
-
-def bf16_is_native(device: torch.device) -> bool:
-    """Whether bf16 matmuls run natively (and so faster than fp32) on `device`."""
-    if device.type == "cuda":
-        return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    if device.type == "cpu":
-        probe = getattr(getattr(torch.ops, "mkldnn", None), "_is_mkldnn_bf16_supported", None)
-        return bool(probe()) if probe is not None else False
-    return False
 
 
 def _as_list(value: Any) -> list[int]:
