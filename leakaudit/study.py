@@ -21,7 +21,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from leakaudit import stage_marks
 from leakaudit.config import StudyConfig, dump_config, with_seed
@@ -195,15 +195,18 @@ class Study:
         }[stage] + [p for p in since.get(stage, []) if p.exists()]
 
     # ---- orchestration ----------------------------------------------------------------------------------
-    def run_all(self) -> Path:
+    def run_all(self, until: str | None = None) -> Path:
         """Validate everything (prepare: nothing written on bad input), then, holding the run directory's lock
-        (another process running the same run is refused, exit 2), run the stages not finished earlier."""
+        (another process running the same run is refused, exit 2), run the stages not finished earlier; with
+        `until` (a stage name), stop after that stage (a later run_all resumes from the next one)."""
+        if until is not None and until not in STAGES:
+            raise ConfigError(f"until: unknown stage '{until}'; expected one of {list(STAGES)}")
         self.prepare()
         with run_exclusively(self.run.root):
-            self._run_stages()
+            self._run_stages(until)
         return self.run.root
 
-    def _run_stages(self) -> None:
+    def _run_stages(self, until: str | None = None) -> None:
         # freed step-sized blocks stay in the driver for reuse (the teacher's preparation, local jobs); Ray jobs set
         # it in their own processes (executors.call_job)
         set_allocator_policy(self.cfg.execution.allocator)
@@ -224,6 +227,8 @@ class Study:
                 release_freed_memory()
                 self._mark(stage)
                 self.log(f"[{stage}] done in {time.time() - start:.1f} s")
+                if stage == until:
+                    break
         finally:
             self.close()
 
@@ -623,10 +628,12 @@ class Study:
             raise InputError(f"models/{model_id} was trained on other records than the plan gives it; "
                              "rerun with --force students", path=str(out))
 
-    def train_one(self, model_id: str, step_hook: Callable[[dict], None] | None = None) -> None:
+    def train_one(self, model_id: str, step_hook: Callable[[dict], None] | None = None,
+                  epoch_hook: Callable[[int, Any], None] | None = None) -> None:
         """Train one model of the plan (skipped when its DONE marker exists and it was trained on the plan's
         records for it). Its seed derives from the master seed and model_id and is recorded in its meta.json.
-        `step_hook` reaches shadow_models.train_student (called after each step's ledger line)."""
+        `step_hook` and `epoch_hook` reach shadow_models.train_student (after each step's ledger line; after each
+        epoch's last step, with the model)."""
         import shadow_models
 
         out = self.run.model(model_id)
@@ -640,7 +647,8 @@ class Study:
         shadow_models.train_student(self.cfg.base_model, [records[r] for r in member_ids], out, training,
                                     teacher_model=self.teacher_model(), model_id=model_id, progress=self.progress,
                                     trust_remote_code=self.cfg.trust_remote_code,
-                                    **({"step_hook": step_hook} if step_hook is not None else {}))
+                                    **({"step_hook": step_hook} if step_hook is not None else {}),
+                                    **({"epoch_hook": epoch_hook} if epoch_hook is not None else {}))
 
     def stage_signals(self) -> None:
         """1) one job per target without trajectories: sample them (sample_one); 2) once all are sampled, one job per

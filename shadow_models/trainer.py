@@ -64,7 +64,8 @@ def main_process_staging(accelerator: Any, out_dir: Path) -> Iterator[Path | Non
 
 def train_student(base_model: str, records: list[Record], out_dir: Path, config: OPDConfig, *,
                   teacher_model: str | None = None, model_id: str = "", progress: bool = True,
-                  trust_remote_code: bool = False, step_hook: Callable[[dict], None] | None = None) -> Path:
+                  trust_remote_code: bool = False, step_hook: Callable[[dict], None] | None = None,
+                  epoch_hook: Callable[[int, Any], None] | None = None) -> Path:
     """Train one student by on-policy distillation on `records`; returns `out_dir` (at once if DONE exists).
 
     Per step: the student samples one completion per record of the batch from its current policy
@@ -76,6 +77,9 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     `trust_remote_code` reaches the tokenizer, the student and the teacher loads (off by default).
     `step_hook(entry)`, if given, is called with each step's ledger entry once its line is written (the study's
     fault-injection point for tests of killed workers; progress views read the ledger file instead).
+    `epoch_hook(epoch, model)`, if given, is called on the main process after the last step of each epoch (0-based;
+    epochs finished before a resume are not called again) with the unwrapped student as it is then; it must leave
+    the weights and the mode as it found them (bench/pass_curve.py scores with it, under no_grad).
     """
     config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
     out_dir = Path(out_dir)
@@ -131,6 +135,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
                     f.write(line)
             if step_hook is not None:
                 step_hook(entry)
+            if epoch_hook is not None and accelerator.is_main_process and ends_epoch(steps, step):
+                epoch_hook(step.epoch, accelerator.unwrap_model(student))
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(kl=f"{entry['teacher_kl']:.3f}", loss=f"{entry['loss']:.3f}")
@@ -217,6 +223,11 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
         "grad_norm": grad_norm,
         "seconds": round(time.time() - t0, 4),
     }
+
+
+def ends_epoch(steps: Sequence[Step], step: Step) -> bool:
+    """Whether `step` is the last of its epoch in `steps` (the whole plan, in order)."""
+    return step.index + 1 == len(steps) or steps[step.index + 1].epoch != step.epoch
 
 
 def micro_batches(lengths: Sequence[int], size: int | None) -> list[list[int]]:

@@ -203,6 +203,35 @@ def test_same_seed_same_weights_other_seed_differs(trained, tiny_model_dir):
     assert [e["record_ids"] for e in _ledger(out)] != [e["record_ids"] for e in _ledger(other)]
 
 
+def test_ends_epoch_marks_the_last_step_of_each_epoch():
+    from shadow_models.trainer import ends_epoch
+
+    steps = plan_steps(7, 3, 4, seed=0)  # 2 steps per epoch (4 + 3 records)
+    assert [ends_epoch(steps, s) for s in steps] == [False, True, False, True, False, True]
+    steps = plan_steps(4, 2, 8, seed=0)  # one step per epoch
+    assert [ends_epoch(steps, s) for s in steps] == [True, True]
+
+
+def test_epoch_hook_sees_each_epochs_model_and_changes_no_weight(trained, tiny_model_dir):
+    """The hook is called once per epoch, after its last step, with the student as it is then; scoring with it
+    under no_grad (as bench/pass_curve.py does) leaves training bit-identical to a run without the hook."""
+    records, root, out = trained
+    seen: list[tuple[int, dict[str, torch.Tensor], bool]] = []
+
+    def hook(epoch, model):
+        with torch.no_grad():
+            model(input_ids=torch.tensor([[1, 2, 3]]))  # a forward, as a scorer would run
+        seen.append((epoch, {k: v.detach().clone() for k, v in model.state_dict().items()}, model.training))
+
+    hooked = train_student(tiny_model_dir, records, root / "s0_hooked", TINY, progress=False, epoch_hook=hook)
+    assert [e for e, _, _ in seen] == [0, 1]  # 2 epochs of 2 steps each
+    w, w_hooked = _weights(out), _weights(hooked)
+    assert all(torch.equal(w[k], w_hooked[k]) for k in w)
+    last = seen[-1][1]
+    assert all(torch.equal(last[k].to(w_hooked[k].dtype), w_hooked[k]) for k in w_hooked if k in last)
+    assert any(not torch.equal(seen[0][1][k], last[k]) for k in last)  # epoch 0's model is not the final one
+
+
 class Interrupt(RuntimeError):
     pass
 

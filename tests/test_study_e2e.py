@@ -440,3 +440,38 @@ def test_an_attack_without_its_signals_is_refused_before_training(tmp_path, tiny
     assert not cfg.run_dir.exists()
     ok = _cfg(tmp_path, tiny_model_dir, "data.n_population=0", "plan.null_student=false", "attacks=[{name: loss}]")
     Study(ok, progress=False, log=lambda m: None).prepare()
+
+
+def test_run_all_until_stops_after_that_stage_and_a_later_run_resumes(tmp_path, tiny_model_dir):
+    from leakaudit import stage_marks
+
+    study = Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None)
+    root = study.run_all(until="plan")
+    assert [s for s in ("records", "plan", "teacher", "students") if stage_marks.read_mark(root, s)] == \
+        ["records", "plan"]
+    assert not (root / "models").exists() or not any((root / "models").iterdir())
+
+
+def test_run_all_until_an_unknown_stage_is_refused_before_anything_is_written(tmp_path, tiny_model_dir):
+    with pytest.raises(ConfigError, match="until: unknown stage 'trainng'"):
+        Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).run_all(until="trainng")
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.heavy
+def test_one_student_trained_by_hand_with_an_epoch_hook_is_reused_by_the_full_run(tmp_path, tiny_model_dir,
+                                                                                    finished_run):
+    """bench/pass_curve.py's flow: stop after the teacher, train one student with an epoch hook, then the full
+    run reuses it (its DONE untouched) and every score equals the run made without the hook."""
+    cfg = _cfg(tmp_path, tiny_model_dir)
+    study = Study(cfg, progress=False, log=lambda m: None)
+    root = study.run_all(until="teacher")
+    model_id = study.trained_models()[0]
+    epochs: list[int] = []
+    study.train_one(model_id, epoch_hook=lambda epoch, model: epochs.append(epoch))
+    assert epochs == list(range(cfg.training.epochs))
+    done = (root / "models" / model_id / "DONE").stat().st_mtime_ns
+    Study(cfg, progress=False, log=lambda m: None).run_all()
+    assert (root / "models" / model_id / "DONE").stat().st_mtime_ns == done
+    ref_cfg, ref_root = finished_run
+    assert (root / "metrics.csv").read_bytes() == (ref_root / "metrics.csv").read_bytes()
