@@ -53,19 +53,20 @@ def ref_logp(backend, tokenizer, records) -> list[float]:
 
 def epoch_row(epoch: int, logp: list[float], base: list[float], is_member: list[bool], seconds: float) -> dict:
     """Members vs held out after `epoch` (0-based) from per-record log p under the student and the base."""
-    y = np.asarray(is_member, dtype=int)
+    y = np.asarray(is_member, dtype=bool)
     lp, gain = np.asarray(logp), np.asarray(logp) - np.asarray(base)
     lo, hi = auroc_ci(y, gain, n_boot=2000, seed=0)
     return {
         "epoch": epoch + 1,
-        "member_ref_logp": round(float(lp[y == 1].mean()), 4),
-        "heldout_ref_logp": round(float(lp[y == 0].mean()), 4),
-        "member_gain_over_base": round(float(gain[y == 1].mean()), 4),
-        "heldout_gain_over_base": round(float(gain[y == 0].mean()), 4),
-        "member_minus_heldout_gain": round(float(gain[y == 1].mean() - gain[y == 0].mean()), 4),
+        "member_ref_logp": round(float(lp[y].mean()), 4),
+        "heldout_ref_logp": round(float(lp[~y].mean()), 4),
+        "member_gain_over_base": round(float(gain[y].mean()), 4),
+        "heldout_gain_over_base": round(float(gain[~y].mean()), 4),
+        "member_minus_heldout_gain": round(float(gain[y].mean() - gain[~y].mean()), 4),
         "auroc_gain": round(auroc(y, gain), 4), "auroc_gain_ci": [round(lo, 4), round(hi, 4)],
         "auroc_logp": round(auroc(y, lp), 4),
         "score_seconds": round(seconds, 1),
+        "ref_logp_per_record": [round(x, 5) for x in logp],  # in the order of the result's "candidates"
     }
 
 
@@ -117,6 +118,7 @@ def main() -> None:
                    + "".join(f" --set {x}" for x in args.extra),
         "run_dir": str(root), "config_hash": cfg.hash(), "domain": domain, "student": model_id,
         "bf16_autocast": cfg.training.bf16_autocast, "cpu": cpu_info(),
+        "candidates": [{"record_id": r.record_id, "member": m} for r, m in zip(cands, is_member)],
         "members": int(sum(is_member)), "held_out": int(len(is_member) - sum(is_member)),
         "training_records": len(plan.members(model_id)), "epochs": cfg.training.epochs,
         "learning_rate": cfg.training.learning_rate, "lr_schedule": cfg.training.lr_schedule,

@@ -91,7 +91,9 @@ def _auc_statistic(pos: np.ndarray, neg: np.ndarray, axis: int = -1) -> np.ndarr
 
 
 def auroc_ci(y: np.ndarray, s: np.ndarray, *, n_boot: int, seed: int, level: float = 0.95) -> tuple[float, float]:
-    """Stratified percentile bootstrap CI of the AUROC; NaN when n_boot == 0 or a class has < 2 records."""
+    """Stratified percentile bootstrap CI of the AUROC; NaN when n_boot == 0 or a class has < 2 records.
+    `y` is read as bool (0/1 ints were taken as indices before, a CI of other rows), `s` as float."""
+    y, s = np.asarray(y, dtype=bool), np.asarray(s, dtype=np.float64)
     pos, neg = s[y], s[~y]
     if n_boot <= 0 or len(pos) < 2 or len(neg) < 2:
         return float("nan"), float("nan")
@@ -113,6 +115,7 @@ def cluster_auroc_ci(y: np.ndarray, s: np.ndarray, clusters, *, n_boot: int, see
     """
     if n_boot <= 0:
         return float("nan"), float("nan")
+    y, s = np.asarray(y, dtype=bool), np.asarray(s, dtype=np.float64)  # 0/1 ints would index, as in auroc_ci
     codes, uniq = pd.factorize(pd.Series(clusters), sort=True)
     rng = np.random.default_rng(seed)
     counts = np.stack([np.bincount(rng.integers(0, len(uniq), len(uniq)), minlength=len(uniq))

@@ -203,3 +203,22 @@ def test_headline_gives_offline_leaky_its_own_row_and_never_counts_it_as_a_basel
     h = headline_table(pd.DataFrame(rows)).set_index("method")
     assert h.loc["Leaky", "attack"] == "leaky" and h.loc["Leaky, offline references", "attack"] == "leaky@offline"
     assert h.loc["best fresh baseline", "attack"] == "fresh_loss"
+
+
+@pytest.mark.parametrize("which", ["auroc_ci", "cluster_auroc_ci"])
+def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
+    """0/1 int labels used to index the scores (s[y] took rows 0 and 1 over and over): bench/pass_curve.py's first
+    run printed AUROC 0.576 with a 'CI' of [0.125, 0.406]. Now the same CI as bool labels, and it holds the AUROC."""
+    import numpy as np
+
+    from leakaudit import metrics
+
+    rng = np.random.default_rng(1)
+    y = np.array([True] * 12 + [False] * 12)
+    s = rng.normal(size=24) + 0.5 * y
+    ci = getattr(metrics, which)
+    extra = {"clusters": np.arange(24)} if which == "cluster_auroc_ci" else {}
+    as_bool = ci(y, s, n_boot=300, seed=2, **extra)
+    as_int = ci(y.astype(int), list(s), n_boot=300, seed=2, **extra)
+    assert as_int == pytest.approx(as_bool)
+    assert as_bool[0] <= metrics.auroc(y, s) <= as_bool[1]
