@@ -219,15 +219,15 @@ class Study:
             for i, stage in enumerate(STAGES):
                 if i < self._todo_from:
                     self.log(f"[{stage}] skipped: finished earlier on the same inputs")
-                    continue
-                start = time.time()
-                getattr(self, f"stage_{stage}")()
-                # the driver's freed working set (the teacher's ~5 GB, bench/results/teacher_memory_release.json)
-                # back to the OS before the next stage's jobs, which may be Ray workers on this machine
-                release_freed_memory()
-                self._mark(stage)
-                self.log(f"[{stage}] done in {time.time() - start:.1f} s")
-                if stage == until:
+                else:
+                    start = time.time()
+                    getattr(self, f"stage_{stage}")()
+                    # the driver's freed working set (the teacher's ~5 GB, bench/results/teacher_memory_release.json)
+                    # back to the OS before the next stage's jobs, which may be Ray workers on this machine
+                    release_freed_memory()
+                    self._mark(stage)
+                    self.log(f"[{stage}] done in {time.time() - start:.1f} s")
+                if stage == until:  # also when it was skipped: a resumed run_all(until=...) stops there too
                     break
         finally:
             self.close()

@@ -450,6 +450,10 @@ def test_run_all_until_stops_after_that_stage_and_a_later_run_resumes(tmp_path, 
     assert [s for s in ("records", "plan", "teacher", "students") if stage_marks.read_mark(root, s)] == \
         ["records", "plan"]
     assert not (root / "models").exists() or not any((root / "models").iterdir())
+    # again on the finished prefix: every stage up to `until` is skipped, and it still stops there (it ran the
+    # whole study before the fix, which is how bench/pass_curve.py's rerun trained students without its hook)
+    Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).run_all(until="plan")
+    assert stage_marks.read_mark(root, "teacher") is None and stage_marks.read_mark(root, "students") is None
 
 
 def test_run_all_until_an_unknown_stage_is_refused_before_anything_is_written(tmp_path, tiny_model_dir):
