@@ -111,13 +111,14 @@ def main() -> None:
         study.train_one(model_id, epoch_hook=score_epoch)
     train_s = time.time() - train_started
     ledger = root / "models" / model_id / "ledger.jsonl"
-    cap = cfg.training.max_new_tokens
+    cap = study.cfg.training.max_new_tokens
     result = {
         "what": __doc__.split("\n")[0],
         "command": f"python bench/pass_curve.py --point {args.point} --preset {args.preset} --seed {args.seed}"
                    + "".join(f" --set {x}" for x in args.extra),
-        "run_dir": str(root), "config_hash": cfg.hash(), "domain": domain, "student": model_id,
-        "bf16_autocast": cfg.training.bf16_autocast, "cpu": cpu_info(),
+        "run_dir": str(root), "config_hash": study.cfg.hash(), "domain": domain, "student": model_id,
+        # the study's own config, bf16_autocast resolved on this machine (cfg says 'auto'; the run's hash is of this)
+        "bf16_autocast": study.cfg.training.bf16_autocast, "cpu": cpu_info(),
         "candidates": [{"record_id": r.record_id, "member": m} for r, m in zip(cands, is_member)],
         "members": int(sum(is_member)), "held_out": int(len(is_member) - sum(is_member)),
         "training_records": len(plan.members(model_id)), "epochs": cfg.training.epochs,

@@ -160,8 +160,11 @@ def main() -> None:
         name = point if args.seed is None else f"{point}_seed{args.seed}"
         cfg = load_config(preset=args.preset, overrides=[*POINTS[point], *extra, f"name={name}", "out_root=runs/sweep"])
         start = time.time()
-        root = Study(cfg, log=lambda m: print(m, flush=True)).run_all()
-        results[name] = {"overrides": POINTS[point] + extra, "config_hash": cfg.hash(),
+        study = Study(cfg, log=lambda m: print(m, flush=True))
+        root = study.run_all()
+        # study.cfg: bf16_autocast resolved on this machine, the config the run directory is hashed by
+        results[name] = {"overrides": POINTS[point] + extra, "config_hash": study.cfg.hash(),
+                         "bf16_autocast": study.cfg.training.bf16_autocast,
                          "wall_s": round(time.time() - start, 1), "rows": headline(root)}
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(results, indent=2))
