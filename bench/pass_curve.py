@@ -19,7 +19,7 @@ epochs of an 8-epoch student are a k-epoch student's (plan_steps draws each epoc
 epoch 3 of the curve is the 3-pass default recipe's student.
 
     python bench/pass_curve.py --point regime_code_prepared_e8 --seed 1
-      [--student student_code_00] [--set training.bf16_autocast=false] [--json bench/results/pass_curve_....json]
+      [--student student_code_00] [--set training.bf16_autocast=false] [--json bench/results/pass_curve_<point>_seed<N>_<student>.json]
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def main() -> None:
         "by_epoch": rows,
         "seconds": {"until_teacher": round(teacher_s, 1), "student_with_scoring": round(train_s, 1)},
     }
-    out = args.json or Path(f"bench/results/pass_curve_{name}.json")
+    out = args.json or Path(f"bench/results/pass_curve_{name}_{model_id}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
