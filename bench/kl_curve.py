@@ -30,11 +30,17 @@ from shadow_models import OPDConfig, train_student
 from shadow_models.teacher_prep import TeacherPrepConfig, prepare_teacher
 
 
-def mean_ref_logp(backend, tokenizer, records) -> float:
-    """Mean over records of the mean per-token log p (nats) of the reference text after the student prompt."""
+def ref_logps(backend, tokenizer, records) -> list[float]:
+    """Per record, the mean per-token log p (nats, <= 0) of its reference text after its student prompt (the fixed
+    text LOSS scores; leakaudit.signals.stages.score_fixed scores the same pairs into a file)."""
     scores = backend.score([student_prompt_ids(tokenizer, r) for r in records],
                            [reference_text_ids(tokenizer, r) for r in records])
-    return float(np.mean([s.logp.mean() for s in scores]))
+    return [float(np.mean(s.logp)) for s in scores]
+
+
+def mean_ref_logp(backend, tokenizer, records) -> float:
+    """Mean over records of `ref_logps`."""
+    return float(np.mean(ref_logps(backend, tokenizer, records)))
 
 
 def main() -> None:

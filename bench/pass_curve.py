@@ -12,14 +12,15 @@ to choose a recipe. It reads membership labels, so it belongs on a development s
 seed a result is reported on.
 
 The run directory is the sweep point's own (runs/sweep/<point>_seed<N>, same config as `python
-bench/sweep_signal.py --points <point> --seed <N>`): this stops after the teacher stage, trains that run's first
-student through `Study.train_one` with an epoch hook, and the sweep point, run later, reuses both (its stage
-markers and the student's DONE). Under a constant learning rate without warm-up (the regime's), the first k
-epochs of an 8-epoch student are a k-epoch student's (plan_steps draws each epoch's order from (seed, epoch)), so
-epoch 3 of the curve is the 3-pass default recipe's student.
+bench/sweep_signal.py --points <point> --seed <N>`): this stops after the teacher stage, trains one student of
+that run (default: its first) through `Study.train_one` with an epoch hook, and the sweep point, run later,
+reuses both (its stage markers and the student's DONE). Under a constant learning rate without warm-up (the
+regime's), the first k epochs of an 8-epoch student are a k-epoch student's (plan_steps draws each epoch's
+order from (seed, epoch)), so epoch 3 of the curve is the 3-pass default recipe's student.
 
     python bench/pass_curve.py --point regime_code_prepared_e8 --seed 1
-      [--student student_code_00] [--set training.bf16_autocast=false] [--json bench/results/pass_curve_<point>_seed<N>_<student>.json]
+      [--student code-s1] [--set training.bf16_autocast=false]
+      [--json bench/results/pass_curve_<point>_seed<N>_<student>.json]
 """
 
 from __future__ import annotations
@@ -36,19 +37,12 @@ from leakaudit.config import load_config
 from leakaudit.envinfo import cpu_info
 from leakaudit.locks import run_exclusively
 from leakaudit.metrics import auroc, auroc_ci
-from leakaudit.prompting import reference_text_ids, student_prompt_ids
 from leakaudit.signals.backend import open_backend
 from leakaudit.signals.hf_backend import HFBackend
 from leakaudit.study import Study
 from sweep_signal import POINTS
-from training_evidence import by_epoch
-
-
-def ref_logp(backend, tokenizer, records) -> list[float]:
-    """Per record, the mean per-token log p (nats, <= 0) of its reference text after its student prompt."""
-    scores = backend.score([student_prompt_ids(tokenizer, r) for r in records],
-                           [reference_text_ids(tokenizer, r) for r in records])
-    return [float(np.mean(s.logp)) for s in scores]
+from kl_curve import ref_logps
+from training_evidence import at_cap_by_epoch, kl_by_epoch
 
 
 def epoch_row(epoch: int, logp: list[float], base: list[float], is_member: list[bool], seconds: float) -> dict:
@@ -95,13 +89,13 @@ def main() -> None:
     cands = [records[r] for r in sorted(labels)]
     is_member = [labels[r.record_id] for r in cands]
     with open_backend("transformers", cfg.base_model, trust_remote_code=cfg.trust_remote_code) as base:
-        base_logp = ref_logp(base, tok, cands)
+        base_logp = ref_logps(base, tok, cands)
     rows = [epoch_row(-1, base_logp, base_logp, is_member, 0.0)]  # epoch 0: the base itself, gain 0
 
     def score_epoch(epoch: int, model) -> None:
         t0, was_training = time.time(), model.training
         with torch.no_grad():
-            logp = ref_logp(HFBackend.from_model(model), tok, cands)  # from_model sets eval mode
+            logp = ref_logps(HFBackend.from_model(model), tok, cands)  # from_model sets eval mode
         model.train(was_training)
         rows.append(epoch_row(epoch, logp, base_logp, is_member, time.time() - t0))
         print(json.dumps(rows[-1]), flush=True)
@@ -111,7 +105,6 @@ def main() -> None:
         study.train_one(model_id, epoch_hook=score_epoch)
     train_s = time.time() - train_started
     ledger = root / "models" / model_id / "ledger.jsonl"
-    cap = study.cfg.training.max_new_tokens
     result = {
         "what": __doc__.split("\n")[0],
         "command": f"python bench/pass_curve.py --point {args.point} --preset {args.preset} --seed {args.seed}"
@@ -124,9 +117,8 @@ def main() -> None:
         "training_records": len(plan.members(model_id)), "epochs": cfg.training.epochs,
         "learning_rate": cfg.training.learning_rate, "lr_schedule": cfg.training.lr_schedule,
         "warmup_steps": cfg.training.warmup_steps,
-        "teacher_kl_by_epoch": [round(x, 4) for x in by_epoch(ledger, lambda r: r["teacher_kl"])],
-        "rollouts_at_cap_by_epoch": [round(x, 4) for x in
-                                     by_epoch(ledger, lambda r: np.mean([n >= cap for n in r["completion_lengths"]]))],
+        "teacher_kl_by_epoch": [round(x, 4) for x in kl_by_epoch(ledger)],
+        "rollouts_at_cap_by_epoch": [round(x, 4) for x in at_cap_by_epoch(ledger, study.cfg.training.max_new_tokens)],
         "by_epoch": rows,
         "seconds": {"until_teacher": round(teacher_s, 1), "student_with_scoring": round(train_s, 1)},
     }

@@ -39,6 +39,11 @@ def kl_by_epoch(ledger_path: Path) -> list[float]:
     return by_epoch(ledger_path, lambda r: r["teacher_kl"])
 
 
+def at_cap_by_epoch(ledger_path: Path, cap: int) -> list[float]:
+    """Per epoch, the fraction of rollouts that ran to `cap` new tokens without ending."""
+    return by_epoch(ledger_path, lambda r: np.mean([n >= cap for n in r["completion_lengths"]]))
+
+
 def _mean_curve(curves: list[list[float]]) -> list[float]:
     n_ep = min(len(c) for c in curves)
     return [round(float(x), 4) for x in np.mean([c[:n_ep] for c in curves], axis=0)]
@@ -56,8 +61,7 @@ def evidence(run_root: Path) -> dict:
         kl = _mean_curve([kl_by_epoch(p) for p in ledgers])
         # rollout lengths: a student whose completions all run to the cap has stopped ending its answers
         length = _mean_curve([by_epoch(p, lambda r: np.mean(r["completion_lengths"])) for p in ledgers])
-        at_cap = _mean_curve([by_epoch(p, lambda r: np.mean([n >= cap for n in r["completion_lengths"]]))
-                              for p in ledgers])
+        at_cap = _mean_curve([at_cap_by_epoch(p, cap) for p in ledgers])
         held_base, held_student, mem_base, mem_student = [], [], [], []
         for m in students:
             fx = load_fixed(run.fixed(m))

@@ -643,12 +643,13 @@ class Study:
             self._check_trained_on(model_id)
             return
         training = with_seed(self.cfg.training, stage_seed(self.cfg.seed, "train", model_id))
+        # only the hooks given: stand-ins for train_student in tests (tests/test_positive_control.py) take neither
+        hooks = {k: v for k, v in (("step_hook", step_hook), ("epoch_hook", epoch_hook)) if v is not None}
         self.log(f"[students] training {model_id} on {len(member_ids)} records")
         shadow_models.train_student(self.cfg.base_model, [records[r] for r in member_ids], out, training,
                                     teacher_model=self.teacher_model(), model_id=model_id, progress=self.progress,
                                     trust_remote_code=self.cfg.trust_remote_code,
-                                    **({"step_hook": step_hook} if step_hook is not None else {}),
-                                    **({"epoch_hook": epoch_hook} if epoch_hook is not None else {}))
+                                    **hooks)
 
     def stage_signals(self) -> None:
         """1) one job per target without trajectories: sample them (sample_one); 2) once all are sampled, one job per
