@@ -49,6 +49,10 @@ POINTS: dict[str, list[str]] = {
     # recipes that train harder inside the regime, to be chosen on a development seed (--seed 1) and then reported on
     # a fresh one (issue 14: no tuning on the reported records): more passes, a larger step
     "regime_code_prepared_e8": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.epochs=8"],
+    # run E8 (seed 1): at 8 passes every attack detects membership, the fixed-text RMIA (0.748) above Leaky (0.683);
+    # the copying teacher pulls the students onto the very tokens the fixed-text attacks score (issue 14, part 2), so
+    # the restated teacher at 8 passes (at 3 its students ended farther from it, run R) is the next development point
+    "regime_code_restated_e8": [CODE_ONLY, *REGIME, "teacher.kind=restated", "training.epochs=8"],
     "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
     # run L1 (seed 1) found lr 3e-4 blowing every student up in its first steps (teacher KL 1 -> 7-19, rollouts of
     # 1-4 tokens; canonical-body log p -1.6 -> -5.6 nats/token at the end): the same step reached over 6 warm-up steps
