@@ -107,10 +107,31 @@ def column(root: Path, domain: str | None = None) -> dict[str, str]:
         stats = ("leaky", "strongest_baseline", "strongest_fresh_baseline")
         cells[f"as published ({who}{design}): mean per-target AUROC, Leaky / strongest baseline / strongest "
               "same-trajectory baseline"] = " / ".join("–" if p[k] is None else f"{p[k]:.3f}" for k in stats)
+    for r in _versus_rows(root, mj, m, domain):
+        kind = "fixed-text" if r["family"] == "fixed" else "same-trajectory"
+        design = "" if r["leaky"] == "leaky" else f" ({r['leaky']})"
+        cells[f"paired Δ AUROC{design}, Leaky − best {kind} baseline (which); verdict"] = (
+            f"{r['Δ AUROC [95% CI]']} ({r['baseline']}); {r['verdict']}")
     labelled = several and domain == "all"  # rows of every domain: each names its own
     cells.update(_realism_cells(root, domain, labelled))
     cells.update(_literalness_cells(root, domain, labelled, several))
     return cells
+
+
+def _versus_rows(root: Path, mj: dict, m: pd.DataFrame, domain: str) -> list[dict]:
+    """metrics.json's leaky_vs_baselines rows of `domain`; for a run whose report predates them, the same
+    function (leakaudit.metrics.leaky_vs_baselines) over its scores.parquet, with the report's bootstrap
+    settings from metrics.json."""
+    rows = mj.get("leaky_vs_baselines")
+    if rows is None and (root / "scores.parquet").is_file():
+        from leakaudit.metrics import headline_table, leaky_vs_baselines
+
+        sc = pd.read_parquet(root / "scores.parquet")
+        sc = sc[sc["is_member"].notna()]
+        rows = leaky_vs_baselines(sc.assign(is_member=sc["is_member"].astype(bool)), headline_table(m),
+                                  n_boot=int((mj.get("bootstrap") or {}).get("n_boot", 1000)),
+                                  seed=int((mj.get("seeds") or {}).get("bootstrap") or 0)).to_dict(orient="records")
+    return [r for r in rows or [] if r["domain"] == domain]
 
 
 def _labelled(label: str, d: str, labelled: bool) -> str:

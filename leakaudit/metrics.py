@@ -103,6 +103,25 @@ def auroc_ci(y: np.ndarray, s: np.ndarray, *, n_boot: int, seed: int, level: flo
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def _cluster_draws(n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
+    """[n_boot, n_clusters] float counts: how often each cluster was drawn (with replacement) in each resample."""
+    rng = np.random.default_rng(seed)
+    return np.stack([np.bincount(rng.integers(0, n_clusters, n_clusters), minlength=n_clusters)
+                     for _ in range(n_boot)]).astype(np.float64)
+
+
+def _weighted_auroc(y: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """AUROC under row weights w [B, rows]: w_pos^T C w_neg / (Σw_pos Σw_neg), C[i, j] = 1[s_i > s_j] + ½·1[s_i = s_j].
+    Returns [B], NaN where a resample holds no member or no non-member."""
+    pos, neg = s[y], s[~y]
+    comp = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])  # [P, N]
+    wp, wn = w[:, y], w[:, ~y]
+    num = np.einsum("bp,pn,bn->b", wp, comp, wn)
+    den = wp.sum(1) * wn.sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
 def cluster_auroc_ci(y: np.ndarray, s: np.ndarray, clusters, *, n_boot: int, seed: int,
                      level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap CI of the AUROC resampling CLUSTERS (records), not rows.
@@ -110,27 +129,51 @@ def cluster_auroc_ci(y: np.ndarray, s: np.ndarray, clusters, *, n_boot: int, see
     When scores are pooled over targets, each record contributes one row per target (a member of some, a
     non-member of others) and those rows are correlated; resampling rows would treat them as independent and
     give too narrow an interval. Each resample draws records with replacement and weights every row by how often
-    its record was drawn: AUROC_b = w_pos^T C w_neg / (Σw_pos Σw_neg), C[i, j] = 1[s_i > s_j] + ½·1[s_i = s_j].
-    Hand-written (scipy.stats.bootstrap resamples observations, not groups); vectorised over resamples.
+    its record was drawn (`_weighted_auroc`). Hand-written (scipy.stats.bootstrap resamples observations, not
+    groups); vectorised over resamples.
     """
     if n_boot <= 0:
         return float("nan"), float("nan")
     y, s = np.asarray(y, dtype=bool), np.asarray(s, dtype=np.float64)  # 0/1 ints would index, as in auroc_ci
     codes, uniq = pd.factorize(pd.Series(clusters), sort=True)
-    rng = np.random.default_rng(seed)
-    counts = np.stack([np.bincount(rng.integers(0, len(uniq), len(uniq)), minlength=len(uniq))
-                       for _ in range(n_boot)]).astype(np.float64)           # [B, n_clusters]
-    w = counts[:, codes]                                                      # [B, rows]
-    pos, neg = s[y], s[~y]
-    comp = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])  # [P, N]
-    wp, wn = w[:, y], w[:, ~y]
-    num = np.einsum("bp,pn,bn->b", wp, comp, wn)
-    den = wp.sum(1) * wn.sum(1)
-    auc = num[den > 0] / den[den > 0]
+    w = _cluster_draws(len(uniq), n_boot, seed)[:, codes]                     # [B, rows]
+    auc = _weighted_auroc(y, s, w)
+    auc = auc[~np.isnan(auc)]
     if len(auc) < 2:
         return float("nan"), float("nan")
     tail = (1 - level) / 2 * 100
     return float(np.percentile(auc, tail)), float(np.percentile(auc, 100 - tail))
+
+
+def paired_auroc_difference(a: pd.DataFrame, b: pd.DataFrame, *, n_boot: int, seed: int,
+                            level: float = 0.95) -> dict:
+    """AUROC(a) − AUROC(b) of two attacks scored on the same records, with a PAIRED cluster-bootstrap CI.
+
+    a, b: rows with record_id, is_member, score (NaN score = lowest, as everywhere). Each resample draws the
+    records of both frames together (one draw of the union of their record_ids, as `cluster_auroc_ci` draws them),
+    so what the two attacks share (the same hard and easy records) cancels in the difference: the paired CI is
+    the test of "a beats b" that two separate CIs only approximate (two CIs can overlap while the paired
+    difference's CI excludes 0).
+    Returns delta (> 0: a is stronger), delta_lo, delta_hi (NaN when n_boot == 0), frac_boot_le_0 (the share of
+    resamples with a difference ≤ 0: a one-sided bootstrap p-value for "a beats b") and n_boot used.
+    """
+    ya, sa, _ = prepare(a["is_member"].to_numpy(), a["score"].to_numpy())
+    yb, sb, _ = prepare(b["is_member"].to_numpy(), b["score"].to_numpy())
+    delta = float(roc_auc_score(ya, sa) - roc_auc_score(yb, sb))
+    out = {"delta": delta, "delta_lo": float("nan"), "delta_hi": float("nan"), "frac_boot_le_0": float("nan"),
+           "n_boot": 0}
+    if n_boot <= 0:
+        return out
+    ids = pd.concat([a["record_id"], b["record_id"]], ignore_index=True).astype(str)
+    codes, uniq = pd.factorize(ids, sort=True)
+    w = _cluster_draws(len(uniq), n_boot, seed)                               # [B, clusters], shared by a and b
+    d = _weighted_auroc(ya, sa, w[:, codes[:len(a)]]) - _weighted_auroc(yb, sb, w[:, codes[len(a):]])
+    d = d[~np.isnan(d)]
+    if len(d) < 2:
+        return out
+    tail = (1 - level) / 2 * 100
+    return {**out, "delta_lo": float(np.percentile(d, tail)), "delta_hi": float(np.percentile(d, 100 - tail)),
+            "frac_boot_le_0": float(np.mean(d <= 0)), "n_boot": int(len(d))}
 
 
 def roc_metrics(labels, scores, *, n_boot: int = 1000, seed: int = 0, alphas=DEFAULT_ALPHAS,
@@ -275,6 +318,54 @@ def headline_table(metrics_df: pd.DataFrame, *, leaky: str = "leaky", alpha: flo
                          "n_neg": int(best["n_neg"])})
     return pd.DataFrame(rows, columns=["domain", "method", "attack", "auroc", "auroc_lo", "auroc_hi",
                                        "AUROC [95% CI]", fpr_label(alpha), "resolvable", "n_neg"])
+
+
+def leaky_vs_baselines(scores: pd.DataFrame, headline: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataFrame:
+    """Per domain and overall: each Leaky row of `headline_table` minus the best fixed-text and the best
+    same-trajectory baseline of that scope, as a paired cluster-bootstrap AUROC difference
+    (`paired_auroc_difference`, seeded by `seed`).
+
+    scores: the run's labelled score rows (normalise_scores' columns, or the raw scores.parquet columns); real
+    targets only are read. The baseline is the one headline_table picked, the highest pooled AUROC of its family
+    chosen after seeing the labels: that favours the baseline, so a CI above 0 is conservative for Leaky and a CI
+    below 0 is not conclusive against it. Columns: domain, leaky (label), family, baseline (label), delta (Leaky
+    − baseline: > 0 means Leaky is stronger), delta_lo, delta_hi, frac_boot_le_0, n_boot, "Δ AUROC [95% CI]",
+    verdict ("Leaky above" when delta_lo > 0, "baseline above" when delta_hi < 0, "no CI" without resamples,
+    else "not separated").
+    """
+    cols = ["domain", "leaky", "family", "baseline", "delta", "delta_lo", "delta_hi", "frac_boot_le_0", "n_boot",
+            "Δ AUROC [95% CI]", "verdict"]
+    if headline.empty or scores.empty:
+        return pd.DataFrame(columns=cols)
+    df = normalise_scores(scores)
+    df = df[~df["null_check"]]
+    rows = []
+    for domain, h in headline.groupby("domain", sort=False):
+        scope = df if domain == "all" else df[df["domain"] == domain]
+        by_label = dict(tuple(scope.groupby("label", sort=False)))
+        leakies = h[h["method"].str.startswith("Leaky")]
+        for _, lk in leakies.iterrows():
+            for family in ("fixed", "fresh"):
+                best = h[h["method"] == f"best {family} baseline"]
+                if best.empty or lk["attack"] not in by_label or best.iloc[0]["attack"] not in by_label:
+                    continue
+                base = best.iloc[0]["attack"]
+                r = paired_auroc_difference(by_label[lk["attack"]], by_label[base], n_boot=n_boot, seed=seed)
+                rows.append({"domain": domain, "leaky": lk["attack"], "family": family, "baseline": base, **r,
+                             "Δ AUROC [95% CI]": _format_delta(r), "verdict": _delta_verdict(r)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _format_delta(r: dict) -> str:
+    if np.isnan(r["delta_lo"]):
+        return f"{r['delta']:+.3f}"
+    return f"{r['delta']:+.3f} [{r['delta_lo']:+.3f}, {r['delta_hi']:+.3f}]"
+
+
+def _delta_verdict(r: dict) -> str:
+    if np.isnan(r["delta_lo"]):
+        return "no CI"
+    return "Leaky above" if r["delta_lo"] > 0 else "baseline above" if r["delta_hi"] < 0 else "not separated"
 
 
 def paper_statistics(metrics_df: pd.DataFrame, *, leaky: str = "leaky") -> pd.DataFrame:

@@ -222,3 +222,99 @@ def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
     as_int = ci(y.astype(int), list(s), n_boot=300, seed=2, **extra)
     assert as_int == pytest.approx(as_bool)
     assert as_bool[0] <= metrics.auroc(y, s) <= as_bool[1]
+
+
+# --- paired comparison of two attacks on the same records (issue 14: "Leaky's CI above the strongest baseline's")
+
+def _frame(ids, y, s):
+    return pd.DataFrame({"record_id": ids, "is_member": y, "score": s})
+
+
+def test_paired_difference_hand_example():
+    # a separates perfectly (AUROC 1); b ranks every member below every non-member but one tie: with b's scores
+    # members 0.2, 0.1 and non-members 0.2, 0.9: pairs won by members: 0.2 -> ½ (tie with 0.2); 0.1 -> 0 => ½ / 4.
+    from leakaudit.metrics import paired_auroc_difference
+    ids, y = ["r1", "r2", "r3", "r4"], [True, True, False, False]
+    a, b = _frame(ids, y, [0.9, 0.8, 0.1, 0.2]), _frame(ids, y, [0.2, 0.1, 0.2, 0.9])
+    r = paired_auroc_difference(a, b, n_boot=0, seed=0)
+    assert r["delta"] == pytest.approx(1 - 0.5 / 4)
+    assert np.isnan(r["delta_lo"]) and np.isnan(r["delta_hi"]) and r["n_boot"] == 0
+
+
+def test_paired_difference_of_an_attack_with_itself_is_exactly_zero():
+    from leakaudit.metrics import paired_auroc_difference
+    rng = np.random.default_rng(1)
+    ids = np.repeat([f"r{i}" for i in range(30)], 2)
+    a = _frame(ids, rng.random(60) < 0.5, rng.normal(size=60))
+    r = paired_auroc_difference(a, a.copy(), n_boot=300, seed=4)
+    assert (r["delta"], r["delta_lo"], r["delta_hi"], r["frac_boot_le_0"]) == (0.0, 0.0, 0.0, 1.0)
+
+
+def test_paired_difference_is_antisymmetric_under_one_seed():
+    from leakaudit.metrics import paired_auroc_difference
+    rng = np.random.default_rng(2)
+    ids = np.repeat([f"r{i}" for i in range(25)], 3)
+    y = rng.random(75) < 0.5
+    a, b = _frame(ids, y, rng.normal(size=75) + y), _frame(ids, y, rng.normal(size=75) + 0.3 * y)
+    ab = paired_auroc_difference(a, b, n_boot=400, seed=9)
+    ba = paired_auroc_difference(b, a, n_boot=400, seed=9)
+    assert ab["delta"] == pytest.approx(-ba["delta"])
+    assert (ab["delta_lo"], ab["delta_hi"]) == pytest.approx((-ba["delta_hi"], -ba["delta_lo"]))
+
+
+def test_paired_difference_matches_a_literal_resampling_of_records():
+    # The weighted formula against the definition: draw records with the same generator, repeat each record's
+    # rows as often as it was drawn, and compute both AUROCs with sklearn.
+    from leakaudit.metrics import _cluster_draws, paired_auroc_difference
+    rng = np.random.default_rng(3)
+    ids = np.repeat([f"r{i:02d}" for i in range(12)], 2)
+    y = np.tile([True, False], 12)
+    sa, sb = rng.normal(size=24) + y, rng.normal(size=24)
+    a, b = _frame(ids, y, sa), _frame(ids, y, sb)
+    counts = _cluster_draws(12, 50, seed=5)
+    codes = pd.factorize(pd.Series(ids), sort=True)[0]
+    deltas = []
+    for c in counts:
+        rep = c[codes].astype(int)
+        ya = np.repeat(y, rep)
+        if ya.all() or not ya.any():
+            continue
+        deltas.append(roc_auc_score(ya, np.repeat(sa, rep)) - roc_auc_score(ya, np.repeat(sb, rep)))
+    r = paired_auroc_difference(a, b, n_boot=50, seed=5)
+    assert r["n_boot"] == len(deltas)
+    assert (r["delta_lo"], r["delta_hi"]) == pytest.approx((np.percentile(deltas, 2.5), np.percentile(deltas, 97.5)))
+    assert r["frac_boot_le_0"] == pytest.approx(np.mean(np.asarray(deltas) <= 0))
+
+
+def test_paired_ci_is_narrower_than_two_separate_cis_for_correlated_attacks():
+    # b is a plus small noise: the records that are hard for a are hard for b, which pairing cancels.
+    from leakaudit.metrics import cluster_auroc_ci, paired_auroc_difference
+    rng = np.random.default_rng(4)
+    ids = np.repeat([f"r{i}" for i in range(40)], 2)
+    y = rng.random(80) < 0.5
+    sa = rng.normal(size=80) + 0.8 * y
+    sb = sa + 0.2 * rng.normal(size=80)
+    r = paired_auroc_difference(_frame(ids, y, sa), _frame(ids, y, sb), n_boot=500, seed=0)
+    lo_a, hi_a = cluster_auroc_ci(y, sa, ids, n_boot=500, seed=0)
+    lo_b, hi_b = cluster_auroc_ci(y, sb, ids, n_boot=500, seed=0)
+    assert r["delta_hi"] - r["delta_lo"] < 0.5 * ((hi_a - lo_a) + (hi_b - lo_b)) / 2
+
+
+def test_leaky_vs_baselines_uses_the_headline_pick_and_real_targets_only():
+    from leakaudit.metrics import leaky_vs_baselines, paired_auroc_difference
+    scores = fake_scores(seed=3)
+    # a null target where Leaky is perfect must not enter the comparison
+    null = scores[scores["null_check"]]
+    scores.loc[null.index, "score"] = np.where(null["attack"] == "leaky", null["is_member"].astype(float), 0.0)
+    metrics = summarise(scores, n_boot=0)
+    head = headline_table(metrics)
+    out = leaky_vs_baselines(scores, head, n_boot=200, seed=1)
+    fixed = out[(out["domain"] == "all") & (out["family"] == "fixed")].iloc[0]
+    best = head[(head["domain"] == "all") & (head["method"] == "best fixed baseline")].iloc[0]["attack"]
+    assert fixed["baseline"] == best
+    real = scores[~scores["null_check"]]
+    by = lambda a: real[real["attack"] == a]  # noqa: E731
+    expect = paired_auroc_difference(by("leaky"), by(best), n_boot=200, seed=1)
+    assert fixed["delta"] == pytest.approx(expect["delta"]) and fixed["delta_lo"] == pytest.approx(expect["delta_lo"])
+    assert fixed["verdict"] == "Leaky above" and expect["delta_lo"] > 0  # fake Leaky's signal 2.5 against 0.6
+    assert set(out["domain"]) == set(head["domain"])

@@ -45,6 +45,9 @@ def test_metrics_files_agree_and_carry_provenance(built):
     leaky_all = csv[(csv["level"] == "all") & ~csv["null_check"] & (csv["attack"] == "leaky")].iloc[0]
     assert leaky_all["auroc"] > 0.9 and leaky_all["n_neg"] == 80
     assert all(r["straddles_0.5"] for r in meta["null_check"])  # fake null target has no signal
+    versus = {(r["domain"], r["family"]): r for r in meta["leaky_vs_baselines"]}
+    assert set(versus) == {("code", "fixed"), ("math", "fixed"), ("all", "fixed")}  # the fake has no fresh baseline
+    assert versus[("all", "fixed")]["verdict"] == "Leaky above" and versus[("all", "fixed")]["n_boot"] == 200
 
 
 def test_html_is_self_contained_with_headline_and_images(built):
@@ -59,6 +62,7 @@ def test_html_is_self_contained_with_headline_and_images(built):
     assert page.count('src="data:image/png;base64,') == 6
     assert not re.search(r'src="(?!data:)', page)  # nothing loaded from outside the page
     assert "Number of negatives" in page and "Null check passed" in page
+    assert "Leaky against the strongest baselines (paired)" in page
     assert SECRET in page  # not redacted by default: the config shows it
 
 

@@ -15,8 +15,8 @@ import yaml
 from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.literalness import load as load_literalness
 from leakaudit.realism import realism_card
-from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, paper_statistics, resolvable_key,
-                               summarise, tpr_key)
+from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, leaky_vs_baselines, paper_statistics,
+                               resolvable_key, summarise, tpr_key)
 from leakaudit.report import html as H
 from leakaudit.report import plots
 from leakaudit.report.api_section import api_section, load_api
@@ -41,6 +41,13 @@ def compute_metrics(run: RunData, *, n_boot: int, seed: int) -> pd.DataFrame:
     if labelled.empty:
         return pd.DataFrame()
     return summarise(labelled.assign(is_member=labelled["is_member"].astype(bool)), n_boot=n_boot, seed=seed)
+
+
+def compute_leaky_vs_baselines(run: RunData, headline: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataFrame:
+    """`leakaudit.metrics.leaky_vs_baselines` over the run's labelled rows (empty for an unlabelled audit)."""
+    labelled = run.labelled
+    return leaky_vs_baselines(labelled.assign(is_member=labelled["is_member"].astype(bool)), headline,
+                              n_boot=n_boot, seed=seed)
 
 
 def run_metrics(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
@@ -216,6 +223,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
     headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
     paper = paper_statistics(metrics) if not metrics.empty else pd.DataFrame()
+    versus = compute_leaky_vs_baselines(run, headline, n_boot=n_boot, seed=seed)
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
     blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed)
     verdict = blind_text_verdict(blind)
@@ -248,6 +256,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "results": _records(metrics),
         "headline": _records(headline),
         "paper_statistics": _records(paper),
+        "leaky_vs_baselines": _records(versus),
         "null_check": _records(nulls),
         "blind_text_null": {"n_perm": n_perm, "seed": seed, "confidence": 0.95, **verdict,
                             "rows": _records(blind)},
@@ -262,7 +271,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
                        balance=balance, health=health, blind=blind, blind_verdict=verdict,
                        teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism, paper=paper,
-                       api=load_api(rd.root))
+                       api=load_api(rd.root), versus=versus)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -275,12 +284,14 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                 health: list[dict] | None = None, blind: pd.DataFrame | None = None,
                 blind_verdict: dict | None = None, teacher: dict | None = None,
                 literalness: tuple[dict | None, dict | None] | None = None, realism: dict | None = None,
-                paper: pd.DataFrame | None = None, api: dict | None = None) -> str:
+                paper: pd.DataFrame | None = None, api: dict | None = None,
+                versus: pd.DataFrame | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped.
     A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline. `teacher`
     (report.teacher.teacher_info) and `literalness` (teacher_literalness.json, sample_literalness.json; None for
     a file the run lacks) give the "Teacher and literalness" section, after the blind text check; `realism`
-    (leakaudit.realism.realism_card) the "Targets: realism card" section after it."""
+    (leakaudit.realism.realism_card) the "Targets: realism card" section after it; `versus`
+    (leakaudit.metrics.leaky_vs_baselines) the "Leaky against the strongest baselines" section after the headline."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
     secs = []
     if blind_verdict and blind_verdict["warning"]:
@@ -296,6 +307,17 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                               'one target; for rows pooled over targets, records are resampled as clusters (a '
                               'record appears once per target).</p>',
                               anchor="headline"))
+        if versus is not None and not versus.empty:
+            show = versus.drop(columns=["delta", "delta_lo", "delta_hi"])
+            secs.append(H.section("Leaky against the strongest baselines (paired)", H.table(show),
+                                  '<p class="note">Δ = Leaky\'s pooled AUROC minus the baseline\'s (the headline\'s '
+                                  'best of that family), > 0: Leaky stronger. CI: the same records resampled for both '
+                                  f'attacks (cluster bootstrap, {n_boot} resamples, seed {seed}), so what they share '
+                                  'cancels; two separate CIs that overlap can still give a paired CI clear of 0. '
+                                  'frac_boot_le_0: share of resamples with Δ ≤ 0. The baseline was picked as the '
+                                  'highest AUROC after seeing the labels, which favours it: a CI above 0 is '
+                                  'conservative for Leaky, one below 0 does not rule Leaky out.</p>',
+                                  anchor="versus"))
         if paper is not None and not paper.empty:
             secs.append(H.section("As published: mean per-target AUROC", H.table(paper),
                                   '<p class="note">The published statistics (over 15 targets: Leaky 0.875, strongest '
