@@ -1,0 +1,90 @@
+"""How the same-trajectory attacks grow with the number of fresh trajectories per record, on a finished run's stored
+signals (issue 14: is Leaky below the fixed-text attacks because it reads too few of the target's samples?).
+Trains, samples and scores nothing.
+
+For k = 1 .. n (n = the trajectories the run sampled per record) every record keeps its first k trajectories
+(the signals stage draws them independently, so the first k are a sample of k), and Leaky (the run's own
+parameters), fresh_gap_max and fresh_loss are re-run on every real target; each row is the pooled AUROC [95% CI]
+per domain. The fixed-text attacks do not read the trajectories: the run's best fixed-text AUROC (metrics.csv) is
+printed beside as the line to cross. A curve still rising at k = n says more trajectories would help; a flat one
+says the budget is not what holds Leaky back. Read it on the development seed.
+
+    python bench/trajectory_curve.py runs/sweep/regime_code_prepared_e8_seed1 [--json bench/results/trajectory_curve_....json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from leakaudit.assemble import run_inputs
+from leakaudit.config import load_config
+from leakaudit.data.records import read_jsonl
+from leakaudit.membership import MATCHED, MembershipPlan
+from leakaudit.metrics import attack_base, summarise
+from leakaudit.rundir import RunDir
+from leakaudit.scoring import attack_rows, attack_specs
+
+SAME_TRAJECTORY = ("leaky", "fresh_gap_max", "fresh_loss")
+FRESH_FIELDS = ("fresh_target", "fresh_refs", "fresh_base")
+
+
+def first_k(inputs, k: int):
+    """AttackInputs with every record's fresh signals cut to its first k trajectories (fields it lacks stay None)."""
+    cut = {f: [per_record[:k] for per_record in getattr(inputs, f)] for f in FRESH_FIELDS
+           if getattr(inputs, f) is not None}
+    return dataclasses.replace(inputs, **cut)
+
+
+def curve(run_root: Path, n_boot: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per k and domain: attack, auroc, CI; the run's best fixed-text attack per domain from metrics.csv)."""
+    run = RunDir(run_root)
+    cfg = load_config(path=run.config)
+    plan = MembershipPlan.load(run.plan_dir)
+    records = {r.record_id: r for r in read_jsonl(run.records)}
+    specs = [a for a in attack_specs(cfg.attacks) if a.name in SAME_TRAJECTORY]
+    views = [(v, i) for v, i in run_inputs(run, plan, records, cfg.plan.n_matched_references)
+             if not v.null_check and v.references == MATCHED]  # real targets, matched references
+    n = max(len(t) for _, i in views for t in i.fresh_target)
+    frames = []
+    for k in range(1, n + 1):
+        for view, inputs in views:
+            rows = attack_rows(first_k(inputs, k), specs, target=view.target, domain=view.domain,
+                               label_source=view.label_source, log=lambda *_: None)
+            frames.append(rows.assign(k=k))
+    scores = pd.concat(frames, ignore_index=True)
+    out = []
+    for k, g in scores.groupby("k"):
+        m = summarise(g.drop(columns="k"), n_boot=n_boot, seed=0)
+        out.append(m[m.level == "domain"].assign(k=k)[["k", "domain", "attack", "auroc", "auroc_lo", "auroc_hi"]])
+    metrics = pd.read_csv(run.root / "metrics.csv")
+    fixed = metrics[(metrics.level == "domain") & ~metrics.null_check.astype(bool) & (metrics.family == "fixed")
+                    & (metrics.attack.map(attack_base) == metrics.attack)]
+    best_fixed = fixed.loc[fixed.groupby("domain").auroc.idxmax()][["domain", "attack", "auroc", "auroc_lo",
+                                                                      "auroc_hi"]]
+    return pd.concat(out, ignore_index=True), best_fixed.reset_index(drop=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    table, best_fixed = curve(args.run_dir)
+    wide = table.assign(cell=[f"{a:.3f} [{lo:.3f}, {hi:.3f}]" for a, lo, hi in
+                              zip(table.auroc, table.auroc_lo, table.auroc_hi)])
+    print(wide.pivot_table(index=["domain", "k"], columns="attack", values="cell", aggfunc="first").to_string())
+    for r in best_fixed.itertuples():
+        print(f"{r.domain}: best fixed-text attack {r.attack} {r.auroc:.3f} [{r.auroc_lo:.3f}, {r.auroc_hi:.3f}]")
+    if args.json:
+        args.json.write_text(json.dumps({"run": str(args.run_dir), "curve": table.round(4).to_dict(orient="records"),
+                                         "best_fixed": best_fixed.round(4).to_dict(orient="records")}, indent=1)
+                             + "\n")
+
+
+if __name__ == "__main__":
+    main()
