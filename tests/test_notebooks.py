@@ -44,6 +44,7 @@ def test_explore_study_runs_and_shows_tables_and_figures(fake_run, monkeypatch):
     assert not outputs(nb, "error")
     text = texts(nb)
     assert "best fixed baseline" in text and "math-0" in text
+    assert "Leaky above" in text  # the paired table: the fake Leaky (signal 2.5) against loss / min_k
     # the blind text check (fake scores are not blind_text's own, so its null is not computed: the CI rule)
     assert "Blind text baseline consistent with no text difference" in text and "CI rule" in text
     # the teacher cell: the synthetic run predates the literalness files (and its study.yaml names no teacher)

@@ -115,3 +115,15 @@ def test_leak_map_layout_wraps_and_breaks_lines():
     # abc|defg fill 7 cols; the newline token goes on (0, 7) and ends the line; "hi" starts line 1;
     # "jklmnop" does not fit after "hi" (2 + 7 > 8) and wraps to line 2.
     assert lay == [(0, 0, "abc"), (0, 3, "defg"), (0, 7, "↵"), (1, 0, "hi"), (2, 0, "jklmnop")]
+
+
+def test_run_leaky_vs_baselines_reads_the_report_and_else_computes(built, tmp_path):
+    from leakaudit.report import run_leaky_vs_baselines
+
+    root, _ = built
+    stored = run_leaky_vs_baselines(load_run(root), n_boot=7)  # the report's (200 resamples), not recomputed
+    assert list(stored["n_boot"]) == [200] * len(stored)
+    fresh = write_fake_run(tmp_path / "unbuilt", secret=SECRET)  # no metrics.json: computed now
+    computed = run_leaky_vs_baselines(load_run(fresh), n_boot=50)
+    assert list(computed["n_boot"]) == [50] * len(computed)
+    assert computed[["domain", "family", "baseline"]].values.tolist() == stored[["domain", "family", "baseline"]].values.tolist()

@@ -4,6 +4,7 @@ models/*/meta.json, signals/fresh/) -> metrics.json/.csv, blind_text_null.csv, r
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -48,6 +49,19 @@ def compute_leaky_vs_baselines(run: RunData, headline: pd.DataFrame, *, n_boot: 
     labelled = run.labelled
     return leaky_vs_baselines(labelled.assign(is_member=labelled["is_member"].astype(bool)), headline,
                               n_boot=n_boot, seed=seed)
+
+
+def run_leaky_vs_baselines(run: RunData, metrics: pd.DataFrame | None = None, *, n_boot: int = 200,
+                           seed: int = 0) -> pd.DataFrame:
+    """The run's metrics.json leaky_vs_baselines when the report was built with them, else computed now (for
+    notebooks; `metrics` as from run_metrics)."""
+    meta = RunDir(run.root).metrics_json
+    stored = json.loads(meta.read_text()).get("leaky_vs_baselines") if meta.is_file() else None
+    if stored is not None:
+        return pd.DataFrame(stored)
+    metrics = run_metrics(run, n_boot=n_boot, seed=seed) if metrics is None else metrics
+    headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
+    return compute_leaky_vs_baselines(run, headline, n_boot=n_boot, seed=seed)
 
 
 def run_metrics(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
