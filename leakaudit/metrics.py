@@ -111,8 +111,8 @@ def _cluster_draws(n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
 
 
 def _weighted_auroc(y: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """AUROC under row weights w [B, rows]: w_pos^T C w_neg / (Σw_pos Σw_neg), C[i, j] = 1[s_i > s_j] + ½·1[s_i = s_j].
-    Returns [B], NaN where a resample holds no member or no non-member."""
+    """AUROC under row weights w [B, rows]: w_pos^T C w_neg / (Σw_pos Σw_neg), with
+    C[i, j] = 1[s_i > s_j] + ½·1[s_i = s_j]. Returns [B], NaN where a resample holds no member or no non-member."""
     pos, neg = s[y], s[~y]
     comp = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])  # [P, N]
     wp, wn = w[:, y], w[:, ~y]

@@ -16,8 +16,8 @@ import yaml
 from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.literalness import load as load_literalness
 from leakaudit.realism import realism_card
-from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, leaky_vs_baselines, paper_statistics,
-                               resolvable_key, summarise, tpr_key)
+from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, leaky_vs_baselines,
+                               paper_statistics, resolvable_key, summarise, tpr_key)
 from leakaudit.report import html as H
 from leakaudit.report import plots
 from leakaudit.report.api_section import api_section, load_api
