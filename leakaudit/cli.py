@@ -249,8 +249,25 @@ def _print_headline(root: Path) -> None:
     if csv.is_file():
         table = headline_table(pd.read_csv(csv))
         typer.echo(table.to_string(index=False))
+    _print_versus(root)
     _print_blind_check(root)
     _print_teacher(root)
+
+
+def _print_versus(root: Path) -> None:
+    """Under the headline: Leaky minus the best fixed-text and same-trajectory baseline, paired (metrics.json's
+    leaky_vs_baselines, leakaudit.metrics.leaky_vs_baselines); nothing for a report that predates them."""
+    import json
+
+    from leakaudit.rundir import RunDir
+
+    meta = RunDir(root).metrics_json
+    rows = (json.loads(meta.read_text()).get("leaky_vs_baselines") or []) if meta.is_file() else []
+    if rows:
+        typer.echo("\nLeaky against the strongest baselines, paired (Δ AUROC > 0: Leaky stronger):")
+    for r in rows:
+        typer.echo(f"  {r['domain']}: {r['leaky']} − best {r['family']} baseline ({r['baseline']}) "
+                   f"{r['Δ AUROC [95% CI]']}: {r['verdict']}")
 
 
 def _print_blind_check(root: Path) -> None:

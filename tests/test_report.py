@@ -127,3 +127,15 @@ def test_run_leaky_vs_baselines_reads_the_report_and_else_computes(built, tmp_pa
     computed = run_leaky_vs_baselines(load_run(fresh), n_boot=50)
     assert list(computed["n_boot"]) == [50] * len(computed)
     assert computed[["domain", "family", "baseline"]].values.tolist() == stored[["domain", "family", "baseline"]].values.tolist()
+
+
+def test_cli_prints_the_paired_comparison_under_the_headline(built, capsys):
+    from leakaudit.cli import _print_headline
+
+    root, _ = built
+    _print_headline(root)
+    out = capsys.readouterr().out
+    row = next(r for r in json.loads((root / "metrics.json").read_text())["leaky_vs_baselines"]
+               if r["domain"] == "all")
+    assert "Leaky against the strongest baselines, paired" in out
+    assert f"all: leaky − best fixed baseline ({row['baseline']}) {row['Δ AUROC [95% CI]']}: Leaky above" in out
