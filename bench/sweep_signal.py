@@ -53,6 +53,11 @@ POINTS: dict[str, list[str]] = {
     # the copying teacher pulls the students onto the very tokens the fixed-text attacks score (issue 14, part 2), so
     # the restated teacher at 8 passes (at 3 its students ended farther from it, run R) is the next development point
     "regime_code_restated_e8": [CODE_ONLY, *REGIME, "teacher.kind=restated", "training.epochs=8"],
+    # run RE8 (seed 1): the restated teacher at 8 passes lowers every attack (Leaky 0.539, RMIA 0.625), RMIA still
+    # strongest; the rule picks neither for a new fresh seed. Does E8's pattern (8 passes: every attack detects, the
+    # fixed-text RMIA best) hold on a second domain? Math, copying teacher, 8 passes, development seed next.
+    "regime_math_prepared_e8": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared",
+                                "training.epochs=8"],
     "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
     # run L1 (seed 1) found lr 3e-4 blowing every student up in its first steps (teacher KL 1 -> 7-19, rollouts of
     # 1-4 tokens; canonical-body log p -1.6 -> -5.6 nats/token at the end): the same step reached over 6 warm-up steps
