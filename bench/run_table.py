@@ -124,13 +124,14 @@ def _versus_rows(root: Path, mj: dict, m: pd.DataFrame, domain: str) -> list[dic
     settings from metrics.json."""
     rows = mj.get("leaky_vs_baselines")
     if rows is None and (root / "scores.parquet").is_file():
-        from leakaudit.metrics import headline_table, leaky_vs_baselines
+        from leakaudit.metrics import headline_table
+        from leakaudit.report import load_run
+        from leakaudit.report.build import compute_leaky_vs_baselines
 
-        sc = pd.read_parquet(root / "scores.parquet")
-        sc = sc[sc["is_member"].notna()]
-        rows = leaky_vs_baselines(sc.assign(is_member=sc["is_member"].astype(bool)), headline_table(m),
-                                  n_boot=int((mj.get("bootstrap") or {}).get("n_boot", 1000)),
-                                  seed=int((mj.get("seeds") or {}).get("bootstrap") or 0)).to_dict(orient="records")
+        rows = compute_leaky_vs_baselines(load_run(root), headline_table(m),
+                                          n_boot=int((mj.get("bootstrap") or {}).get("n_boot", 1000)),
+                                          seed=int((mj.get("seeds") or {}).get("bootstrap") or 0)
+                                          ).to_dict(orient="records")
     return [r for r in rows or [] if r["domain"] == domain]
 
 
