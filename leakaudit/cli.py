@@ -129,6 +129,8 @@ def plan(
     n_references: int = typer.Option(4, help="disjoint: reference students."),
     records_per_reference: int = typer.Option(8, help="disjoint: population records per reference."),
     null_student: bool = typer.Option(True, help="keep_matrix: add a null student per domain."),
+    n_null_students: int = typer.Option(1, help="keep_matrix: null students per domain (each another draw of "
+                                                "labels for the null check)."),
     keep_design: str = typer.Option("lira", help="keep_matrix: 'lira' (random halves) or 'balanced_subsets'."),
     seed: int = typer.Option(0),
 ) -> None:
@@ -148,7 +150,8 @@ def plan(
         pools.setdefault(r.domain, []).append(r.record_id)
     if design == "keep_matrix":
         p = keep_matrix_plan(pools, n_students=n_students, n_candidates=n_candidates, n_population=n_population,
-                             seed=seed, null_student=null_student, keep_design=keep_design)
+                             seed=seed, null_student=null_student, n_null_students=n_null_students,
+                             keep_design=keep_design)
     elif design == "disjoint":
         if len(pools) != 1:
             raise typer.BadParameter("disjoint design takes records of one domain")

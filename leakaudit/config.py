@@ -143,6 +143,11 @@ class PlanConfig:
     """Students per domain (even). Each is a target in turn; its matched references are the others."""
     null_student: bool = True
     """Also train a student on population records only: the built-in null check (AUROC must be ≈ 0.5)."""
+    n_null_students: int = 1
+    """With null_student: null students per domain (1 to n_students), each trained on its own n_candidates/2
+    population records and attacked with another student's labels, so the null check pools that many draws (one
+    null target of 12 + 12 candidates: AUROC sd 0.12 under no signal, and its CI excludes 0.5 in 5.5% of
+    no-signal draws; bench/null_check_calibration.py). Each costs one student's training."""
     n_matched_references: int = 0
     """References per record for Leaky (OUT) and LiRA-online (IN); 0 = the most every record allows,
     n_students/2 - 1, fixed so the count never depends on membership."""
@@ -168,6 +173,9 @@ class PlanConfig:
                               f"{self.n_students // 2 - 1}] or 0, got {self.n_matched_references}")
         if self.n_students < 4:
             raise ConfigError("plan.n_students: must be >= 4 so every record has at least one matched reference")
+        if self.null_student and not 1 <= self.n_null_students <= self.n_students:
+            raise ConfigError(f"plan.n_null_students: must be in [1, n_students = {self.n_students}] (each takes "
+                              f"its labels from another student), got {self.n_null_students}")
         if self.keep_design not in ("lira", "balanced_subsets"):
             raise ConfigError(f"plan.keep_design: must be 'lira' or 'balanced_subsets', got {self.keep_design!r}")
 
@@ -474,6 +482,11 @@ class StudyConfig:
                 raise ConfigError(f"attacks[{i}]: label {a.display!r} is already used by attacks[{seen[a.display]}]; "
                                   f"give one of them a distinct `label`")
             seen[a.display] = i
+        n_null = self.plan.n_null_students if self.plan.null_student else 0
+        if self.audit is None and n_null > 1 and self.data.n_population < n_null * (self.data.n_candidates // 2):
+            raise ConfigError(f"data.n_population: {n_null} null students (plan.n_null_students) each train on "
+                              f"n_candidates/2 = {self.data.n_candidates // 2} population records of their own, "
+                              f"{n_null * (self.data.n_candidates // 2)} in all; got {self.data.n_population}")
         if self.plan.n_offline_references and self.data.n_reference_records < self.data.n_candidates // 2:
             raise ConfigError(f"data.n_reference_records: {self.plan.n_offline_references} offline references "
                               f"(plan.n_offline_references) each train on n_candidates/2 = {self.data.n_candidates // 2} "
@@ -513,6 +526,7 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "data.n_background": 0,
     "data.n_reference_records": 0,
     "plan.n_offline_references": 0,
+    "plan.n_null_students": 1,
     # the decode loop samples the same tokens as generate (tests/test_decode.py), so runs before the field resume
     "training.rollout_decoder": "loop",
     "audit.target_model": None,

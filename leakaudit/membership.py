@@ -108,13 +108,15 @@ class MembershipPlan:
     def views(self) -> list["TargetView"]:
         """Every attacked model with the labels it is attacked with, in a fixed order: each student (its own
         labels), each audit target (labels from the candidates' `meta.is_member` when given), then each null
-        student, attacked with the labels of its domain's first student (it trained on no candidate, so its AUROC
-        must be ~0.5)."""
+        student, the k-th of a domain attacked with the labels of the domain's k-th student (it trained on no
+        candidate, so its AUROC must be ~0.5; distinct label sources make several null students distinct draws)."""
         views = [TargetView(m, info["domain"], m, False) for m, info in self.models.items()
                  if info["role"] in ("student", "target")]
+        seen: dict[str, int] = {}
         for m, info in self.models.items():
             if info["role"] == "null":
-                views.append(TargetView(m, info["domain"], self.models_of(info["domain"], "student")[0], True))
+                k = seen[info["domain"]] = seen.get(info["domain"], -1) + 1
+                views.append(TargetView(m, info["domain"], self.models_of(info["domain"], "student")[k], True))
         return views
 
     def offline_views(self) -> list["TargetView"]:
@@ -249,6 +251,12 @@ class MatchedReferences:
         return needs
 
 
+def null_model_id(domain: str, k: int) -> str:
+    """The k-th null student's id: ``<domain>-null`` for the first (the id of plans made before there could be
+    several), ``<domain>-null<k>`` after it."""
+    return f"{domain}-null" if k == 0 else f"{domain}-null{k}"
+
+
 def _stable_seed(*parts: object) -> int:
     """A 64-bit seed from a tuple of values, stable across processes (unlike hash())."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
@@ -380,11 +388,17 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
 def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_candidates: int, n_population: int,
                      seed: int, null_student: bool = True, keep_design: str = "lira",
                      background: dict[str, Sequence[str]] | None = None, n_offline: int = 0,
-                     reference_records: dict[str, Sequence[str]] | None = None) -> MembershipPlan:
+                     reference_records: dict[str, Sequence[str]] | None = None,
+                     n_null_students: int = 1) -> MembershipPlan:
     """Study plan: for each domain, cut its pool into candidates and population, then a balanced keep matrix.
 
     Model ids: ``<domain>-s<j>`` for students, ``<domain>-null`` for the null student (trained on
     n_candidates/2 population records, i.e. as many records as each student, but none of them candidates).
+    n_null_students (with null_student): that many null students, ``<domain>-null``, ``<domain>-null1``, ...; the
+    k-th trains on the k-th slice of n_candidates/2 population records (disjoint slices) and is attacked with the
+    labels of student k (`MembershipPlan.views`), so the null check pools k independent draws of labels instead of
+    one (one null target of 12 + 12 candidates has an AUROC sd of 0.12 under no signal;
+    bench/null_check_calibration.py).
     keep_design: 'lira' (``keep_matrix``) or 'balanced_subsets' (``balanced_subsets_keep_matrix``).
     background: per domain, record ids (not in its pool) that every student and the null student of the domain
     also train on: the same set for all of them, so what it does to a model is shared by a target and its
@@ -396,6 +410,9 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     """
     if keep_design not in KEEP_DESIGNS:
         raise ConfigError(f"plan.keep_design must be one of {KEEP_DESIGNS}, got {keep_design!r}")
+    if null_student and not 1 <= n_null_students <= n_students:
+        raise ConfigError(f"plan.n_null_students: must be in [1, n_students = {n_students}] (each takes its "
+                          f"labels from another student), got {n_null_students}")
     build = keep_matrix if keep_design == "lira" else balanced_subsets_keep_matrix
     background = {d: list(ids) for d, ids in (background or {}).items() if ids}
     reference_records = {d: list(ids) for d, ids in (reference_records or {}).items() if ids}
@@ -421,15 +438,17 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
             rows += [(rid, model_id, bool(keep[j, i])) for i, rid in enumerate(cand)]
             rows += [(rid, model_id, True) for rid in shared]
         if null_student:
-            model_id = f"{domain}-null"
             n_null = n_candidates // 2
-            if n_null > len(pop):
-                raise ConfigError(f"domain {domain}: the null student needs {n_null} population records, "
-                                  f"only {len(pop)} set aside (raise n_population)")
-            models[model_id] = {"domain": domain, "role": "null"}
-            rows += [(rid, model_id, False) for rid in cand]
-            rows += [(rid, model_id, True) for rid in pop[:n_null]]
-            rows += [(rid, model_id, True) for rid in shared]
+            if n_null * n_null_students > len(pop):
+                raise ConfigError(f"domain {domain}: {n_null_students} null student(s) need {n_null} population "
+                                  f"records each, {n_null * n_null_students} in all; only {len(pop)} set aside "
+                                  "(raise n_population)")
+            for k in range(n_null_students):
+                model_id = null_model_id(domain, k)
+                models[model_id] = {"domain": domain, "role": "null"}
+                rows += [(rid, model_id, False) for rid in cand]
+                rows += [(rid, model_id, True) for rid in pop[k * n_null:(k + 1) * n_null]]
+                rows += [(rid, model_id, True) for rid in shared]
         if n_offline:
             ref_pool = reference_records.get(domain, [])
             n_own = n_candidates // 2
@@ -451,6 +470,8 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     table = pd.DataFrame(rows, columns=["record_id", "model_id", "is_member"])
     params = {"n_students": n_students, "n_candidates": n_candidates, "n_population": n_population,
               "null_student": null_student}
+    if null_student and n_null_students != 1:  # recorded only when not the default, so existing plans compare equal
+        params["n_null_students"] = n_null_students
     if keep_design != "lira":  # recorded only when not the default, so existing plans compare equal
         params["keep_design"] = keep_design
     if background:

@@ -496,7 +496,8 @@ class Study:
         p = self.cfg.plan
         return keep_matrix_plan(pools, n_students=p.n_students, n_candidates=self.cfg.data.n_candidates,
                                 n_population=self.cfg.data.n_population, seed=self.cfg.seed,
-                                null_student=p.null_student, keep_design=p.keep_design,
+                                null_student=p.null_student, n_null_students=p.n_null_students,
+                                keep_design=p.keep_design,
                                 background={d: [r.record_id for r in recs] for d, recs in background.items()},
                                 n_offline=p.n_offline_references,
                                 reference_records={d: [r.record_id for r in recs] for d, recs in reference.items()})

@@ -197,6 +197,24 @@ def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_b
     assert load_config(preset="tiny", overrides=["data.n_reference_records=2", "plan.n_offline_references=1"]
                        ).hash() != base.hash()
     assert load_config(preset="tiny", overrides=["data.n_reference_records=2"]).hash() != base.hash()
+    assert load_config(preset="tiny", overrides=["data.n_population=8", "plan.n_null_students=2"]
+                       ).hash() != load_config(preset="tiny", overrides=["data.n_population=8"]).hash()
+
+
+def test_several_null_students_need_population_and_label_sources():
+    """plan.n_null_students is checked with the config, before any file: one label source per null student,
+    n_candidates/2 population records each."""
+    assert load_config(preset="tiny", overrides=["data.n_population=8", "plan.n_null_students=4"]
+                       ).plan.n_null_students == 4
+    with pytest.raises(ConfigError, match=r"plan.n_null_students: must be in \[1, n_students = 4\]"):
+        load_config(preset="tiny", overrides=["data.n_population=20", "plan.n_null_students=5"])
+    with pytest.raises(ConfigError, match="plan.n_null_students"):
+        load_config(preset="tiny", overrides=["plan.n_null_students=0"])
+    with pytest.raises(ConfigError, match=r"data.n_population: 3 null students .* 6 in all; got 4"):
+        load_config(preset="tiny", overrides=["plan.n_null_students=3"])
+    # no null student: the count is not read
+    assert not load_config(preset="tiny", overrides=["plan.null_student=false", "plan.n_null_students=9"]
+                           ).plan.null_student
 
 
 def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path, monkeypatch):

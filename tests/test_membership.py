@@ -80,6 +80,43 @@ def test_plan_invariants():
         assert not any(plan.labels(f"{domain}-null").values())
 
 
+def test_several_null_students_train_on_disjoint_population_and_take_distinct_label_sources(tmp_path):
+    """plan.n_null_students: each null student trains on its own slice of population records (never a candidate,
+    the same background as every student), and the k-th is attacked with the k-th student's labels, never using
+    that student as a reference."""
+    pools = _pools(40)
+    background = {"math": [f"bg{i}" for i in range(3)]}
+    one = keep_matrix_plan(pools, n_students=4, n_candidates=8, n_population=12, seed=5, background=background)
+    three = keep_matrix_plan(pools, n_students=4, n_candidates=8, n_population=12, seed=5, background=background,
+                             n_null_students=3)
+    assert one.models_of("math", "null") == ["math-null"] and "n_null_students" not in one.params
+    assert three.models_of("math", "null") == ["math-null", "math-null1", "math-null2"]
+    assert three.params["n_null_students"] == 3
+    # the same candidates, population, keep matrix and first null student as the one-null plan
+    assert three.candidates == one.candidates and three.population == one.population
+    assert three.keep("math")[2].tolist() == one.keep("math")[2].tolist()
+    assert three.members("math-null") == one.members("math-null")
+    pop, cand = set(three.population["math"]), set(three.candidates["math"])
+    owns = [set(three.members(m)) - set(background["math"]) for m in three.models_of("math", "null")]
+    assert all(len(o) == 4 and o <= pop and not o & cand for o in owns)
+    assert not (owns[0] & owns[1] or owns[0] & owns[2] or owns[1] & owns[2])  # disjoint slices
+    assert all(set(background["math"]) <= set(three.members(m)) for m in three.models_of("math", "null"))
+    nulls = [v for v in three.views() if v.null_check and v.domain == "math"]
+    assert [(v.target, v.label_source) for v in nulls] == [("math-null", "math-s0"), ("math-null1", "math-s1"),
+                                                          ("math-null2", "math-s2")]
+    k_in, k_out = three.reference_counts()
+    for v in nulls:
+        matched = three.matched_references(v, k_in, k_out)
+        assert v.label_source not in matched.pool and v.label_source not in set(matched.outs.ravel())
+        assert not set(matched.pool) & {n.target for n in nulls}  # a null student is never a reference
+    three.save(tmp_path)
+    assert MembershipPlan.load(tmp_path).equals(three)
+    with pytest.raises(ConfigError, match="12 set aside"):  # 4 null students need 16 population records
+        keep_matrix_plan(pools, n_students=4, n_candidates=8, n_population=12, seed=5, n_null_students=4)
+    with pytest.raises(ConfigError, match="n_null_students"):  # more than there are label sources
+        keep_matrix_plan(pools, n_students=4, n_candidates=8, n_population=40, seed=5, n_null_students=5)
+
+
 def test_plan_deterministic_and_seed_sensitive(tmp_path):
     a = keep_matrix_plan(_pools(), n_students=4, n_candidates=12, n_population=8, seed=7)
     b = keep_matrix_plan(_pools(), n_students=4, n_candidates=12, n_population=8, seed=7)

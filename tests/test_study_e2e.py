@@ -231,6 +231,35 @@ def test_offline_references_attack_every_target_beside_the_matched_ones(tmp_path
     assert "leaky@offline" in set(metrics.attack)
 
 
+@pytest.mark.heavy
+def test_several_null_students_are_trained_attacked_and_pooled_in_the_null_check(tmp_path, tiny_model_dir):
+    """plan.n_null_students=2: two null students, each trained on its own population records only, attacked with
+    the labels of students 0 and 1; the report's null check pools both (n_targets 2, every candidate twice)."""
+    import pandas as pd
+
+    from leakaudit.io import read_json
+
+    cfg = _cfg(tmp_path, tiny_model_dir, "data.n_population=4", "plan.n_null_students=2",
+               "attacks=[{name: loss}, {name: leaky}, {name: fresh_gap_max}]")
+    root = Study(cfg, progress=False, log=lambda m: None).run_all()
+    study = Study(cfg, progress=False, log=lambda m: None)
+    plan = study.plan()
+    assert plan.models_of("math", "null") == ["math-null", "math-null1"]
+    cand, pop = set(plan.candidates["math"]), set(plan.population["math"])
+    owns = [set(read_json(study.run.model(m) / "meta.json")["record_ids"]) for m in ("math-null", "math-null1")]
+    assert all(o <= pop and len(o) == 2 for o in owns) and not owns[0] & owns[1]
+    scores = pd.read_parquet(root / "scores.parquet")
+    null = scores[scores.null_check]
+    assert null.groupby("target").label_source.unique().map(list).to_dict() == {
+        "math-null": ["math-s0"], "math-null1": ["math-s1"]}
+    for target, source in (("math-null", "math-s0"), ("math-null1", "math-s1")):
+        rows = null[(null.target == target) & (null.attack == "leaky")].set_index("record_id").is_member
+        assert rows.to_dict() == plan.labels(source) and set(rows.index) == cand
+        assert source not in read_json(study.run.fresh(target) / "DONE")["scored_by"]
+    nulls = {r["label"]: r for r in read_json(root / "metrics.json")["null_check"]}
+    assert nulls["leaky"]["n_targets"] == 2 and nulls["leaky"]["n_pos"] + nulls["leaky"]["n_neg"] == 2 * len(cand)
+
+
 # ---- resume checks and bad input (issue 12, items 3-6 and 10) --------------------------------------------------
 def _copy_run(finished_run, tmp_path):
     """A copy of the finished run under the same name (the name is part of the config)."""
