@@ -122,6 +122,8 @@ def main() -> None:
     runs = args.runs or sorted(p for p in Path(DEFAULT_RUNS).iterdir()
                                if (p / "metrics.json").is_file() and (p / "scores.parquet").is_file())
     out = calibration(runs, n_sim=args.n_sim, seed=args.seed)
+    if args.json:  # before printing: a closed stdout (| head) must not lose the measurement
+        args.json.write_text(json.dumps(out, indent=1, default=float) + "\n")
     for c in out["coverage"]:
         print(f"coverage {c['n_pos']}+{c['n_neg']}: the report CI excludes 0.5 under no signal in "
               f"{c['rate']:.3f} of {c['n_sim']} draws (below {c['rate_below']:.3f}, above {c['rate_above']:.3f})")
@@ -136,8 +138,6 @@ def main() -> None:
     for r in out["outside"]:
         print(f"  {r['run']:45s} {r['label']:18s} {r['auroc']:.3f} [{r['auroc_lo']:.3f}, {r['auroc_hi']:.3f}] "
               f"{r['excludes_0.5']}, exact p {r['p_exact']:.3f}")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1, default=float) + "\n")
 
 
 if __name__ == "__main__":
