@@ -1,0 +1,86 @@
+"""Several finished runs' real targets pooled into one table: the pooled AUROC [95% CI] of every attack, the
+headline (Leaky against the best baseline of each family) and the paired Leaky − baseline differences, as the report
+computes them for one run (issue 14: the rule for ME8-3 reads Leaky against the fixed-text attacks over both fresh
+seeds together). Trains, samples and scores nothing.
+
+Each run's targets keep their own labels and scores; a target is renamed '<run folder>/<target>' so two seeds'
+`math-s0` stay two targets. Records stay named by record_id, so a record that is a candidate in several runs is one
+cluster of the bootstrap (its rows are correlated through the record's text), as the report treats a record scored
+by several targets of one run. Null targets are left out (each run's null check stands on its own).
+
+    python bench/pool_runs.py RUN RUN [...] [--json bench/results/pooled_....json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from leakaudit.metrics import headline_table, leaky_vs_baselines, normalise_scores, summarise
+
+
+def pooled_scores(run_dirs: list[Path]) -> pd.DataFrame:
+    """The labelled real-target score rows of every run, targets renamed '<run folder>/<target>'."""
+    frames = []
+    for d in run_dirs:
+        s = normalise_scores(pd.read_parquet(d / "scores.parquet"))
+        s = s[~s["null_check"] & s["is_member"].notna()].copy()
+        s["target"] = d.name + "/" + s["target"].astype(str)
+        s["is_member"] = s["is_member"].astype(bool)
+        frames.append(s)
+    return pd.concat(frames, ignore_index=True)
+
+
+def bootstrap_settings(run_dir: Path) -> tuple[int, int]:
+    """(n_boot, seed) of a run's report, from its study.yaml `metrics` section (the report's defaults otherwise)."""
+    cfg = yaml.safe_load((run_dir / "study.yaml").read_text()) if (run_dir / "study.yaml").is_file() else {}
+    m = (cfg or {}).get("metrics") or {}
+    return int(m.get("n_boot", 1000)), int(m.get("seed", 0))
+
+
+def pooled_tables(scores: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:
+    """summarise / headline_table / leaky_vs_baselines over pooled rows; 'attacks' = the level-'all' rows."""
+    metrics = summarise(scores, n_boot=n_boot, seed=seed)
+    headline = headline_table(metrics)
+    versus = leaky_vs_baselines(scores, headline, n_boot=n_boot, seed=seed)
+    attacks = metrics[metrics["level"] == "all"].sort_values("auroc", ascending=False).reset_index(drop=True)
+    return {"attacks": attacks, "headline": headline, "versus": versus}
+
+
+def goal_reading(headline: pd.DataFrame) -> dict:
+    """Issue 14's goal on the pooled rows: Leaky's CI above the best fixed-text baseline's CI (lo > hi)."""
+    h = headline[headline["domain"] == "all"].set_index("method")
+    if "Leaky" not in h.index or "best fixed baseline" not in h.index:
+        return {"reached": None}
+    lk, fx = h.loc["Leaky"], h.loc["best fixed baseline"]
+    return {"reached": bool(lk["auroc_lo"] > fx["auroc_hi"]), "leaky_lo": float(lk["auroc_lo"]),
+            "fixed_attack": fx["attack"], "fixed_hi": float(fx["auroc_hi"])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    n_boot, seed = bootstrap_settings(args.runs[0])
+    scores = pooled_scores(args.runs)
+    t = pooled_tables(scores, n_boot=n_boot, seed=seed)
+    goal = goal_reading(t["headline"])
+    cols = ["label", "family", "n_targets", "auroc", "auroc_lo", "auroc_hi", "n_pos", "n_neg"]
+    out = {"runs": [str(r) for r in args.runs], "n_boot": n_boot, "seed": seed,
+           "n_records": int(scores["record_id"].nunique()), "attacks": t["attacks"][cols].to_dict("records"),
+           "headline": t["headline"].to_dict("records"), "versus": t["versus"].to_dict("records"), "goal": goal}
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=float) + "\n")
+    print(f"{len(args.runs)} runs, {out['n_records']} distinct records, {n_boot} resamples (seed {seed})")
+    print(t["attacks"][cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(t["versus"][["domain", "leaky", "family", "baseline", "Δ AUROC [95% CI]", "verdict"]].to_string(index=False))
+    print(f"goal (Leaky's CI above the best fixed-text CI): {goal}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""bench/pool_runs.py: several runs' real targets pooled into one table, as the report computes one run's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from conftest import bench_script
+
+KEPT = Path(__file__).resolve().parents[1] / "bench" / "results" / "default_runs"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return bench_script("pool_runs")
+
+
+def _run(root: Path, name: str, scores: list[tuple]) -> Path:
+    d = root / name
+    d.mkdir()
+    pd.DataFrame(scores, columns=["record_id", "target", "domain", "attack", "score", "is_member", "null_check"]
+                 ).to_parquet(d / "scores.parquet")
+    return d
+
+
+def test_targets_of_two_runs_stay_apart_and_a_shared_record_is_one_cluster(pool, tmp_path):
+    rng = np.random.default_rng(0)
+    rows_a = [(f"r{i}", "math-s0", "math", a, float(rng.normal()), i % 2 == 0, False)
+              for i in range(6) for a in ("leaky", "loss")]
+    rows_b = [(f"r{i}", "math-s0", "math", a, float(rng.normal()), i % 2 == 1, False)
+              for i in range(3, 9) for a in ("leaky", "loss")]
+    null = [("r0", "math-null", "math", "leaky", 9.0, True, True)]  # a null row is never pooled
+    a, b = _run(tmp_path, "A", rows_a + null), _run(tmp_path, "B", rows_b)
+    scores = pool.pooled_scores([a, b])
+    assert set(scores["target"]) == {"A/math-s0", "B/math-s0"} and not scores["null_check"].any()
+    t = pool.pooled_tables(scores, n_boot=50, seed=0)
+    leaky = t["attacks"].set_index("label").loc["leaky"]
+    rows = pd.DataFrame(rows_a + rows_b, columns=["record_id", "target", "domain", "attack", "score", "is_member",
+                                                  "null_check"])
+    rows = rows[rows.attack == "leaky"]
+    assert leaky["n_targets"] == 2 and leaky["auroc"] == pytest.approx(roc_auc_score(rows.is_member, rows.score))
+    assert (leaky["n_pos"], leaky["n_neg"]) == (6, 6)
+    # records r3..r5 are candidates of both runs: 9 clusters for 12 rows (the cluster bootstrap, not the row one)
+    assert scores[scores.attack == "leaky"]["record_id"].nunique() == 9
+
+
+def test_one_kept_run_reproduces_its_report(pool):
+    run = KEPT / "ME8-2_regime_math_prepared_e8_seed2"
+    n_boot, seed = pool.bootstrap_settings(run)
+    t = pool.pooled_tables(pool.pooled_scores([run]), n_boot=n_boot, seed=seed)
+    report = json.loads((run / "metrics.json").read_text())
+    want = {(r["domain"], r["method"]): r for r in report["headline"]}
+    for r in t["headline"].to_dict("records"):
+        w = want[(r["domain"], r["method"])]
+        assert r["attack"] == w["attack"]
+        assert (r["auroc"], r["auroc_lo"], r["auroc_hi"]) == pytest.approx((w["auroc"], w["auroc_lo"], w["auroc_hi"]))
+    got = t["versus"].set_index(["domain", "family"])
+    for w in report["leaky_vs_baselines"]:
+        assert got.loc[(w["domain"], w["family"]), "delta_lo"] == pytest.approx(w["delta_lo"])
+    goal = pool.goal_reading(t["headline"])
+    assert goal["reached"] is False and goal["fixed_attack"] == "rmia"  # 0.650 is not above 0.739
