@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from leakaudit.metrics import normalise_scores, prepare, roc_metrics
+from leakaudit.metrics import attack_base, prepare, roc_metrics
+from leakaudit.report import load_run
 
 DEFAULT_RUNS = "bench/results/default_runs"
 N_BOOT = 1000
@@ -63,8 +64,8 @@ def exact_p(labels, scores) -> float:
 def null_cells(run_dir: Path) -> pd.DataFrame:
     """One row per null-check cell of a kept run: label, AUROC [CI], counts, side it excludes 0.5 on, exact p."""
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    scores = normalise_scores(pd.read_parquet(run_dir / "scores.parquet"))
-    null = scores[scores["null_check"] & scores["is_member"].notna()]
+    labelled = load_run(run_dir).labelled
+    null = labelled[labelled["null_check"]]
     rows = []
     for cell in metrics.get("null_check", []):
         g = null[null["label"] == cell["label"]]
@@ -88,7 +89,7 @@ def calibration(run_dirs: list[Path], *, n_sim: int, seed: int = 0) -> dict:
     n_out = int(cells["excludes_0.5"].notna().sum())
     n_cells = int(has_ci.sum())
     mean_rate = expected / n_cells if n_cells else float("nan")
-    leaky = cells[cells["label"].str.split("@").str[0] == "leaky"]
+    leaky = cells[cells["label"].map(attack_base) == "leaky"]
     z = (leaky["auroc"] - 0.5) / [h0_auroc_sd(a, b) for a, b in zip(leaky.n_pos, leaky.n_neg)]
     return {
         "runs": [d.name for d in run_dirs],

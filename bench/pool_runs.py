@@ -18,28 +18,25 @@ import json
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from leakaudit.metrics import headline_table, leaky_vs_baselines, normalise_scores, summarise
+from leakaudit.metrics import headline_table, leaky_vs_baselines, summarise
+from leakaudit.report import load_run
 
 
 def pooled_scores(run_dirs: list[Path]) -> pd.DataFrame:
     """The labelled real-target score rows of every run, targets renamed '<run folder>/<target>'."""
     frames = []
     for d in run_dirs:
-        s = normalise_scores(pd.read_parquet(d / "scores.parquet"))
-        s = s[~s["null_check"] & s["is_member"].notna()].copy()
-        s["target"] = d.name + "/" + s["target"].astype(str)
-        s["is_member"] = s["is_member"].astype(bool)
-        frames.append(s)
+        real = load_run(d).real
+        frames.append(real.assign(target=d.name + "/" + real["target"].astype(str),
+                                  is_member=real["is_member"].astype(bool)))
     return pd.concat(frames, ignore_index=True)
 
 
 def bootstrap_settings(run_dir: Path) -> tuple[int, int]:
-    """(n_boot, seed) of a run's report, from its study.yaml `metrics` section (the report's defaults otherwise)."""
-    cfg = yaml.safe_load((run_dir / "study.yaml").read_text()) if (run_dir / "study.yaml").is_file() else {}
-    m = (cfg or {}).get("metrics") or {}
-    return int(m.get("n_boot", 1000)), int(m.get("seed", 0))
+    """(n_boot, seed) the run's report used, as its metrics.json records them (read as bench/run_table.py does)."""
+    mj = json.loads((run_dir / "metrics.json").read_text())
+    return int((mj.get("bootstrap") or {}).get("n_boot", 1000)), int((mj.get("seeds") or {}).get("bootstrap") or 0)
 
 
 def pooled_tables(scores: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:

@@ -112,10 +112,9 @@ class MembershipPlan:
         candidate, so its AUROC must be ~0.5; distinct label sources make several null students distinct draws)."""
         views = [TargetView(m, info["domain"], m, False) for m, info in self.models.items()
                  if info["role"] in ("student", "target")]
-        seen: dict[str, int] = {}
         for m, info in self.models.items():
             if info["role"] == "null":
-                k = seen[info["domain"]] = seen.get(info["domain"], -1) + 1
+                k = self.models_of(info["domain"], "null").index(m)
                 views.append(TargetView(m, info["domain"], self.models_of(info["domain"], "student")[k], True))
         return views
 
