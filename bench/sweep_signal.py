@@ -58,6 +58,12 @@ POINTS: dict[str, list[str]] = {
     # fixed-text RMIA best) hold on a second domain? Math, copying teacher, 8 passes, development seed next.
     "regime_math_prepared_e8": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared",
                                 "training.epochs=8"],
+    # ME8's point with 16 fresh trajectories per record instead of 4 (signals only: nothing the students train on
+    # changes, so --models-from the 4-trajectory run of the same seed reuses its teacher and students). On the
+    # development seed Leaky's pooled AUROC still rose at the 4th trajectory (bench/trajectory_curve.py: 0.662, 0.687,
+    # 0.712, 0.725 for k = 1..4); 16 is the count the README named before that curve was read
+    "regime_math_prepared_e8_t16": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared",
+                                    "training.epochs=8", "signals.sampling.n_per_record=16"],
     "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
     # run L1 (seed 1) found lr 3e-4 blowing every student up in its first steps (teacher KL 1 -> 7-19, rollouts of
     # 1-4 tokens; canonical-body log p -1.6 -> -5.6 nats/token at the end): the same step reached over 6 warm-up steps
@@ -104,6 +110,47 @@ POINTS: dict[str, list[str]] = {
     "prepared_sample_t07": ["teacher.kind=prepared", "signals.sampling.temperature=0.7"],
     "prepared_sample_16tok": ["teacher.kind=prepared", "signals.sampling.max_new_tokens=16"],
 }
+
+
+SIGNALS_ONLY = ("name", "out_root", "signals", "attacks", "metrics")
+"""Config sections no model of a run depends on: two runs that differ only in these train the same teacher and
+students (same records, plan, seeds, recipe), so one's models may serve the other (--models-from)."""
+
+
+def model_config_differences(source_yaml: Path, cfg) -> list[str]:
+    """Top-level sections of the study config in `source_yaml` (a finished run's study.yaml) that differ from `cfg`
+    (the resolved config of the run to be made) outside SIGNALS_ONLY; [] = the source's models are this run's. The
+    source is read through load_config, so a key added since it ran with its neutral default (config.py's
+    NEUTRAL_DEFAULTS, e.g. plan.n_null_students = 1) counts as equal, as it does for the run's own hash."""
+    old = load_config(source_yaml).to_dict()
+    new = cfg.to_dict()
+    return sorted(k for k in set(old) | set(new) if k not in SIGNALS_ONLY and old.get(k) != new.get(k))
+
+
+def link_models(source_root: Path, cfg) -> dict:
+    """Hard-link a finished run's teacher and students (models/) into the new run directory `cfg.run_dir`, after
+    checking that the two configs differ only in SIGNALS_ONLY (else SystemExit naming the sections). The teacher
+    and students stages then find every model DONE and skip it (each student's records are still checked against
+    the plan), so only signals, attacks and report run. A target that has models already (a resumed run) is left
+    as it is. Hard links, not copies: 5 GB per run here, and neither run rewrites a finished model in place.
+    Returns what the results JSON records: the source directory and its config hash."""
+    import os
+    import shutil
+
+    import yaml
+
+    differs = model_config_differences(source_root / "study.yaml", cfg)
+    if differs:
+        raise SystemExit(f"--models-from {source_root}: its config differs from this point's in {differs}, "
+                         f"not only in {list(SIGNALS_ONLY)}; its models are not this run's")
+    if not (source_root / "models").is_dir():
+        raise SystemExit(f"--models-from {source_root}: no models/ there")
+    dest = Path(cfg.run_dir) / "models"
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(source_root / "models", dest, copy_function=os.link)
+    meta = (yaml.safe_load((source_root / "study.yaml").read_text(encoding="utf-8")) or {}).get("_meta") or {}
+    return {"models_from": str(source_root), "models_from_config_hash": str(meta.get("config_hash"))}
 
 
 def summarise_point(root: Path) -> pd.DataFrame:
@@ -156,6 +203,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None,
                     help="the study seed (plan, training, sampling); its run directories and result keys are named "
                          "<point>_seed<N> so a development seed never shares a directory with the reported one")
+    ap.add_argument("--models-from", default=None,
+                    help="a finished run directory whose config differs from the point's only in signals / attacks / "
+                         "metrics: its teacher and students are hard-linked in and not retrained (one point only)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list:
@@ -170,11 +220,16 @@ def main() -> None:
         cfg = load_config(preset=args.preset, overrides=[*POINTS[point], *extra, f"name={name}", "out_root=runs/sweep"])
         start = time.time()
         study = Study(cfg, log=lambda m: print(m, flush=True))
+        reused = {}
+        if args.models_from:
+            if "," in args.points:
+                raise SystemExit("--models-from serves one point")
+            reused = link_models(Path(args.models_from), study.cfg)
         root = study.run_all()
         # study.cfg: bf16_autocast resolved on this machine, the config the run directory is hashed by
         results[name] = {"overrides": POINTS[point] + extra, "config_hash": study.cfg.hash(),
                          "bf16_autocast": study.cfg.training.bf16_autocast,
-                         "wall_s": round(time.time() - start, 1), "rows": headline(root)}
+                         "wall_s": round(time.time() - start, 1), **reused, "rows": headline(root)}
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(results, indent=2))
         print(json.dumps(results[name], indent=2), flush=True)
