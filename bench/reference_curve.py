@@ -8,7 +8,9 @@ the first m IN ones): a subset of the references the run scored with, since the 
 with those only (the plan's own draw for a smaller count may pick a student that never scored it); each row is the
 pooled AUROC [95% CI] per domain. m = the run's count reproduces its report. A curve still rising at the last
 m says more students would help that attack; a flat one says the references are not what holds it back. Attacks
-that read no reference (LOSS, zlib, Min-K%, fresh_loss, blind) are left out: they do not change with m.
+that read no reference (LOSS, zlib, Min-K%, fresh_loss, blind) are left out: they do not change with m. A run with
+offline references (plan.n_offline_references R) gets a second curve, m = 1 .. R, of the attacks in their offline
+forms ('@offline', as in its report), each target against the first m of its domain's offline references.
 
     python bench/reference_curve.py runs/sweep/regime_math_prepared_e8_seed1 [--json bench/results/reference_curve_....json]
 """
@@ -25,14 +27,14 @@ import pandas as pd
 
 from attacks import get_attack
 from leakaudit.assemble import run_inputs
-from leakaudit.config import load_config
+from leakaudit.config import AttackSpecConfig, load_config
 from leakaudit.data.records import read_jsonl
-from leakaudit.membership import MATCHED, MembershipPlan
+from leakaudit.audit import offline_attacks
+from leakaudit.membership import OFFLINE, MembershipPlan
 from leakaudit.metrics import summarise
 from leakaudit.rundir import RunDir
-from leakaudit.scoring import attack_rows, attack_specs
+from leakaudit.scoring import OFFLINE_SUFFIX, REFERENCE_FIELDS, attack_rows, attack_specs
 
-REFERENCE_SIGNALS = {"fixed_refs", "fixed_ref_in", "fresh_refs", "population_refs"}
 
 
 def first_m_references(inputs, m: int):
@@ -56,22 +58,29 @@ def first_m_references(inputs, m: int):
 
 
 def curve(run_root: Path, n_boot: int = 1000) -> pd.DataFrame:
-    """Per m and domain: attack, auroc, auroc_lo, auroc_hi, over the run's real targets with matched references."""
+    """Per design, m and domain: attack, auroc, auroc_lo, auroc_hi, over the run's real targets. The matched design
+    runs m = 1 .. its count; the offline design (plan.n_offline_references R, when the run has it: the attacks in
+    their offline forms, labelled '@offline' as in the report) runs m = 1 .. R."""
     run = RunDir(run_root)
     cfg = load_config(path=run.config)
     plan = MembershipPlan.load(run.plan_dir)
     records = {r.record_id: r for r in read_jsonl(run.records)}
-    specs = [a for a in attack_specs(cfg.attacks) if REFERENCE_SIGNALS & set(get_attack(a.name).needs)]
-    n_ref = cfg.plan.n_matched_references or cfg.plan.n_students // 2 - 1
+    matched_specs = [a for a in attack_specs(cfg.attacks) if REFERENCE_FIELDS & set(get_attack(a.name).needs)]
+    offline_specs = [AttackSpecConfig(name=a.name, params=a.params, label=f"{a.display}{OFFLINE_SUFFIX}")
+                     for a in offline_attacks(cfg.attacks) if REFERENCE_FIELDS & set(get_attack(a.name).needs)]
+    views = [(v, i) for v, i in run_inputs(run, plan, records, cfg.plan.n_matched_references) if not v.null_check]
+    n_matched = cfg.plan.n_matched_references or cfg.plan.n_students // 2 - 1
     out = []
-    for m in range(1, n_ref + 1):
-        frames = [attack_rows(first_m_references(inputs, m), specs, target=view.target, domain=view.domain,
-                              label_source=view.label_source, log=lambda *_: None)
-                  for view, inputs in run_inputs(run, plan, records, cfg.plan.n_matched_references)
-                  if not view.null_check and view.references == MATCHED]
-        summary = summarise(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=0)
-        out.append(summary[summary.level == "domain"].assign(m=m)[["m", "domain", "attack", "auroc", "auroc_lo",
-                                                                     "auroc_hi"]])
+    for design, specs, n_ref in (("matched", matched_specs, n_matched),
+                                 ("offline", offline_specs, cfg.plan.n_offline_references)):
+        design_views = [(v, i) for v, i in views if (v.references == OFFLINE) == (design == "offline")]
+        for m in range(1, n_ref + 1 if design_views else 1):
+            frames = [attack_rows(first_m_references(inputs, m), specs, target=view.target, domain=view.domain,
+                                  label_source=view.label_source, log=lambda *_: None)
+                      for view, inputs in design_views]
+            summary = summarise(pd.concat(frames, ignore_index=True), n_boot=n_boot, seed=0)
+            out.append(summary[summary.level == "domain"].assign(design=design, m=m)[
+                ["design", "m", "domain", "attack", "auroc", "auroc_lo", "auroc_hi"]])
     return pd.concat(out, ignore_index=True)
 
 
@@ -83,7 +92,8 @@ def main() -> None:
     table = curve(args.run_dir)
     wide = table.assign(cell=[f"{a:.3f} [{lo:.3f}, {hi:.3f}]" for a, lo, hi in
                               zip(table.auroc, table.auroc_lo, table.auroc_hi)])
-    print(wide.pivot_table(index=["domain", "attack"], columns="m", values="cell", aggfunc="first").to_string())
+    print(wide.pivot_table(index=["design", "domain", "attack"], columns="m", values="cell",
+                           aggfunc="first").to_string())
     if args.json:
         args.json.write_text(json.dumps({"run": str(args.run_dir), "curve": table.round(4).to_dict(orient="records")},
                                         indent=1) + "\n")

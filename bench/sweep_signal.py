@@ -64,6 +64,15 @@ POINTS: dict[str, list[str]] = {
     # 0.712, 0.725 for k = 1..4); 16 is the count the README named before that curve was read
     "regime_math_prepared_e8_t16": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared",
                                     "training.epochs=8", "signals.sampling.n_per_record=16"],
+    # ME8's point with 8 offline references beside the matched ones (plan.n_offline_references; each trains on the
+    # background + 12 of 24 reference-only records). Its teacher and students are ME8's (--models-from: the reference
+    # slice comes after every other one, so nothing else changes), so the matched design must reproduce ME8 exactly.
+    # Why: on stored signals Leaky rises with the number of matched references on every e8 run (bench/reference_curve.py:
+    # math development seed 0.663, 0.708, 0.725 for m = 1, 2, 3) where RMIA hardly moves (0.640, 0.639, 0.648); 8
+    # offline references give the curve to m = 8 on the development seed
+    "regime_math_prepared_e8_offline8": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared",
+                                         "training.epochs=8", "plan.n_offline_references=8",
+                                         "data.n_reference_records=24"],
     "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
     # run L1 (seed 1) found lr 3e-4 blowing every student up in its first steps (teacher KL 1 -> 7-19, rollouts of
     # 1-4 tokens; canonical-body log p -1.6 -> -5.6 nats/token at the end): the same step reached over 6 warm-up steps
@@ -115,15 +124,25 @@ POINTS: dict[str, list[str]] = {
 SIGNALS_ONLY = ("name", "out_root", "signals", "attacks", "metrics")
 """Config sections no model of a run depends on: two runs that differ only in these train the same teacher and
 students (same records, plan, seeds, recipe), so one's models may serve the other (--models-from)."""
+ADDS_OFFLINE_REFERENCES = (("plan", "n_offline_references"), ("data", "n_reference_records"))
+"""Keys that add offline references and leave the teacher and the students as they were: the reference-only records
+are the slice after every other one in each domain's seeded shuffle (leakaudit.membership.reference_slice), so the
+candidates, population, teacher and background records, each student's members and every model id's seed are the
+same. A linked model the new plan would train otherwise (an offline reference of the source, on another slice)
+fails the students stage's record check before anything is trained."""
 
 
 def model_config_differences(source_yaml: Path, cfg) -> list[str]:
     """Top-level sections of the study config in `source_yaml` (a finished run's study.yaml) that differ from `cfg`
-    (the resolved config of the run to be made) outside SIGNALS_ONLY; [] = the source's models are this run's. The
+    (the resolved config of the run to be made) outside SIGNALS_ONLY and ADDS_OFFLINE_REFERENCES; [] = the source's
+    teacher and students are this run's. The
     source is read through load_config, so a key added since it ran with its neutral default (config.py's
     NEUTRAL_DEFAULTS, e.g. plan.n_null_students = 1) counts as equal, as it does for the run's own hash."""
     old = load_config(source_yaml).to_dict()
     new = cfg.to_dict()
+    for section, key in ADDS_OFFLINE_REFERENCES:
+        for d in (old, new):
+            d[section] = {k: v for k, v in d[section].items() if k != key}
     return sorted(k for k in set(old) | set(new) if k not in SIGNALS_ONLY and old.get(k) != new.get(k))
 
 
@@ -205,7 +224,8 @@ def main() -> None:
                          "<point>_seed<N> so a development seed never shares a directory with the reported one")
     ap.add_argument("--models-from", default=None,
                     help="a finished run directory whose config differs from the point's only in signals / attacks / "
-                         "metrics: its teacher and students are hard-linked in and not retrained (one point only)")
+                         "metrics or by added offline references: its teacher and students are hard-linked in and "
+                         "not retrained (one point only)")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     if args.list:

@@ -63,3 +63,13 @@ def test_a_key_added_since_the_source_ran_counts_with_its_neutral_default(sweep,
     assert sweep.model_config_differences(src / "study.yaml", _new(tmp_path, ["seed=2"])) == []
     assert sweep.model_config_differences(src / "study.yaml",
                                           _new(tmp_path, ["seed=2", "plan.n_null_students=2"])) == ["plan"]
+
+
+def test_added_offline_references_keep_the_teacher_and_students(sweep, tmp_path):
+    src, _ = _finished_run(tmp_path, ["seed=2", "data.n_population=8"])
+    cfg = _new(tmp_path, ["seed=2", "data.n_population=8", "plan.n_offline_references=2", "data.n_reference_records=4"])
+    assert sweep.model_config_differences(src / "study.yaml", cfg) == []
+    # but not together with a change any model depends on
+    cfg = _new(tmp_path, ["seed=2", "data.n_population=8", "plan.n_offline_references=2", "data.n_reference_records=4",
+                          "training.epochs=2"])
+    assert sweep.model_config_differences(src / "study.yaml", cfg) == ["training"]
