@@ -40,3 +40,13 @@ def test_first_m_keeps_the_first_m_in_and_out_references_in_order():
     assert run_attack("leaky", two, LeakyParams()) == pytest.approx([-0.05])
     # as many as the record has: unchanged
     assert cut(_inputs(), 3).fixed_refs[0].ravel().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_without_out_reference_drops_one_out_row_and_keeps_the_rest_in_order():
+    drop = bench_script("reference_curve").without_out_reference
+    x = drop(_inputs(), 1)  # the 2nd OUT reference: fresh row 1 (−0.5); fixed OUT rows are 2.0, 4.0, 5.0 → drop 4.0
+    assert x.fresh_refs[0][0].tolist() == [[-3.0], [-2.0]]
+    assert x.fixed_refs[0].ravel().tolist() == [1.0, 2.0, 3.0, 5.0]
+    assert x.fixed_ref_in[0].tolist() == [True, False, True, False] and x.fixed_ref_cols[0].tolist() == [10, 11, 12, 14]
+    # Leaky over the rest: −1 − max(−3, −2) = +1
+    assert run_attack("leaky", x, LeakyParams()) == pytest.approx([1.0])
