@@ -132,49 +132,46 @@ same. A linked model the new plan would train otherwise (an offline reference of
 fails the students stage's record check before anything is trained."""
 
 
-def model_config_differences(source_yaml: Path, cfg) -> list[str]:
-    """Top-level sections of the study config in `source_yaml` (a finished run's study.yaml) that differ from `cfg`
-    (the resolved config of the run to be made) outside SIGNALS_ONLY and ADDS_OFFLINE_REFERENCES; [] = the source's
-    teacher and students are this run's. The
-    source is read through load_config, so a key added since it ran with its neutral default (config.py's
-    NEUTRAL_DEFAULTS, e.g. plan.n_null_students = 1) counts as equal, as it does for the run's own hash."""
-    old = load_config(source_yaml).to_dict()
-    new = cfg.to_dict()
+def _differences(old, new) -> list[str]:
+    """Top-level sections in which two study configs differ outside SIGNALS_ONLY and ADDS_OFFLINE_REFERENCES."""
+    old, new = old.to_dict(), new.to_dict()
     for section, key in ADDS_OFFLINE_REFERENCES:
         for d in (old, new):
             d[section] = {k: v for k, v in d[section].items() if k != key}
     return sorted(k for k in set(old) | set(new) if k not in SIGNALS_ONLY and old.get(k) != new.get(k))
 
 
+def model_config_differences(source_yaml: Path, cfg) -> list[str]:
+    """Top-level sections of the study config in `source_yaml` (a finished run's study.yaml) that differ from `cfg`
+    (the resolved config of the run to be made) outside SIGNALS_ONLY and ADDS_OFFLINE_REFERENCES; [] = the source's
+    teacher and students are this run's. The source is read through load_config, so a key added since it ran with
+    its neutral default (config.py's NEUTRAL_DEFAULTS, e.g. plan.n_null_students = 1) counts as equal, as it does
+    for the run's own hash."""
+    return _differences(load_config(source_yaml), cfg)
+
+
 def link_models(source_root: Path, cfg) -> dict:
     """Hard-link a finished run's teacher and students (models/) into the new run directory `cfg.run_dir`, after
-    checking that the two configs differ only in SIGNALS_ONLY (else SystemExit naming the sections). The teacher
-    and students stages then find every model DONE and skip it (each student's records are still checked against
-    the plan), so only signals, attacks and report run. A target that has models already (a resumed run) is left
-    as it is. Hard links, not copies: 5 GB per run here, and neither run rewrites a finished model in place.
-    Returns what the results JSON records: the source directory and its config hash."""
+    checking that the two configs differ only as model_config_differences allows (else SystemExit naming the
+    sections). The teacher and students stages then find every model DONE and skip it (each student's records are
+    still checked against the plan), so only what the new config adds runs. A target that has models already (a
+    resumed run) is left as it is. Hard links, not copies: 5 GB per run here, and neither run rewrites a finished
+    model in place. Returns what the results JSON records: the source directory and its config hash."""
     import os
     import shutil
 
-    import yaml
-
-    differs = model_config_differences(source_root / "study.yaml", cfg)
+    source_cfg = load_config(source_root / "study.yaml")  # gives back the hash the source run recorded
+    differs = _differences(source_cfg, cfg)
     if differs:
-        raise SystemExit(f"--models-from {source_root}: its config differs from this point's in {differs}, "
-                         f"not only in {list(SIGNALS_ONLY)}; its models are not this run's")
+        raise SystemExit(f"--models-from {source_root}: its config differs from this point's in {differs}, not only "
+                         f"in {list(SIGNALS_ONLY)} or by added offline references; its models are not this run's")
     if not (source_root / "models").is_dir():
         raise SystemExit(f"--models-from {source_root}: no models/ there")
     dest = Path(cfg.run_dir) / "models"
     if not dest.exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(source_root / "models", dest, copy_function=os.link)
-    meta = (yaml.safe_load((source_root / "study.yaml").read_text(encoding="utf-8")) or {}).get("_meta") or {}
-    return {"models_from": str(source_root), "models_from_config_hash": str(meta.get("config_hash"))}
-
-
-def summarise_point(root: Path) -> pd.DataFrame:
-    m = pd.read_csv(root / "metrics.csv")
-    return m
+    return {"models_from": str(source_root), "models_from_config_hash": source_cfg.hash()}
 
 
 def headline(root: Path) -> list[dict]:
@@ -232,6 +229,8 @@ def main() -> None:
         for k, v in POINTS.items():
             print(f"{k:28s} {' '.join(v)}")
         return
+    if args.models_from and "," in args.points:
+        raise SystemExit("--models-from serves one point")
     out_path = Path(args.out)
     results = json.loads(out_path.read_text()) if out_path.is_file() else {}
     extra = [*args.extra, *([f"seed={args.seed}"] if args.seed is not None else [])]
@@ -240,11 +239,7 @@ def main() -> None:
         cfg = load_config(preset=args.preset, overrides=[*POINTS[point], *extra, f"name={name}", "out_root=runs/sweep"])
         start = time.time()
         study = Study(cfg, log=lambda m: print(m, flush=True))
-        reused = {}
-        if args.models_from:
-            if "," in args.points:
-                raise SystemExit("--models-from serves one point")
-            reused = link_models(Path(args.models_from), study.cfg)
+        reused = link_models(Path(args.models_from), study.cfg) if args.models_from else {}
         root = study.run_all()
         # study.cfg: bf16_autocast resolved on this machine, the config the run directory is hashed by
         results[name] = {"overrides": POINTS[point] + extra, "config_hash": study.cfg.hash(),

@@ -25,7 +25,7 @@ from leakaudit.assemble import run_inputs
 from leakaudit.config import load_config
 from leakaudit.data.records import read_jsonl
 from leakaudit.membership import MATCHED, MembershipPlan
-from leakaudit.metrics import headline_table, summarise
+from leakaudit.metrics import auroc, headline_table, summarise
 from leakaudit.rundir import RunDir
 from leakaudit.scoring import attack_rows, attack_specs
 
@@ -57,14 +57,14 @@ def _real_views(run: RunDir):
     return specs, views
 
 
-def split_half(run_root: Path) -> pd.DataFrame:
+def split_half(specs, views) -> pd.DataFrame:
     """How much of a same-trajectory score is the record and how much the draw of its trajectories: each attack run
     on the first and on the second half of every record's trajectories separately (disjoint draws from the same
     target), per domain the Pearson and Spearman correlation of the two halves' scores over all (target, record)
-    rows and the Pearson correlation within targets (each score less its target's mean), the Spearman-Brown reliability of the whole set (2r / (1 + r)) and each half's pooled AUROC. A reliability
+    rows and the Pearson correlation within targets (each score less its target's mean), the Spearman-Brown
+    reliability of the whole set (2r / (1 + r)) and each half's pooled AUROC (specs, views: _real_views). A reliability
     near 1 says the score is already a property of the record and its references, so more trajectories cannot move
     the AUROC much; a low one says sampling noise dilutes it."""
-    specs, views = _real_views(RunDir(run_root))
     n = min(len(t) for _, i in views for t in i.fresh_target)
     halves = []
     for half, keep in (("first", slice(0, n // 2)), ("second", slice(n // 2, 2 * (n // 2)))):
@@ -81,8 +81,6 @@ def half_agreement(wide: pd.DataFrame) -> pd.DataFrame:
     """Per (domain, attack) of `wide` (one row per target and record: columns first, second = the two halves'
     scores, is_member): rows, pearson_r, spearman_r, pearson_r_within_target, reliability_whole, auroc_first,
     auroc_second (see split_half)."""
-    from leakaudit.metrics import auroc
-
     out = []
     for (domain, attack), g in wide.groupby(["domain", "attack"]):
         r = float(g["first"].corr(g["second"]))
@@ -98,10 +96,8 @@ def half_agreement(wide: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def curve(run_root: Path, n_boot: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame]:
+def curve(run: RunDir, specs, views, n_boot: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per k and domain: attack, auroc, CI; the run's best fixed-text attack per domain from metrics.csv)."""
-    run = RunDir(run_root)
-    specs, views = _real_views(run)
     n = max(len(t) for _, i in views for t in i.fresh_target)
     frames = []
     for k in range(1, n + 1):
@@ -124,13 +120,15 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    table, best_fixed = curve(args.run_dir)
+    run = RunDir(args.run_dir)
+    specs, views = _real_views(run)  # the stored signals, read once for both tables
+    table, best_fixed = curve(run, specs, views)
     wide = table.assign(cell=[f"{a:.3f} [{lo:.3f}, {hi:.3f}]" for a, lo, hi in
                               zip(table.auroc, table.auroc_lo, table.auroc_hi)])
     print(wide.pivot_table(index=["domain", "k"], columns="attack", values="cell", aggfunc="first").to_string())
     for r in best_fixed.itertuples():
         print(f"{r.domain}: best fixed-text attack {r.attack} {r.auroc:.3f} [{r.auroc_lo:.3f}, {r.auroc_hi:.3f}]")
-    halves = split_half(args.run_dir)
+    halves = split_half(specs, views)
     print(halves.round(3).to_string(index=False))
     if args.json:
         args.json.write_text(json.dumps({"run": str(args.run_dir), "curve": table.round(4).to_dict(orient="records"),

@@ -67,6 +67,20 @@ def attack_rows(inputs: AttackInputs, specs: list[AttackSpecConfig], *, target: 
     return pd.concat(frames, ignore_index=True)
 
 
+def reads_references(name: str) -> bool:
+    """Whether the registered attack `name` reads any signal of reference models (REFERENCE_FIELDS)."""
+    return bool(REFERENCE_FIELDS & set(get_attack(name).needs))
+
+
+def offline_design_specs(cfg_attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
+    """What the offline design runs: the configured attacks that read references, in their offline forms
+    (leakaudit.audit.offline_attacks: online attacks replaced), each labelled '<label>@offline'."""
+    from leakaudit.audit import offline_attacks
+
+    return [AttackSpecConfig(name=a.name, params=a.params, label=f"{a.display}{OFFLINE_SUFFIX}")
+            for a in offline_attacks(cfg_attacks) if reads_references(a.name)]
+
+
 def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record], cfg: StudyConfig, tokenizer: Any,
                   *, progress: bool = True, log=print) -> tuple[pd.DataFrame, dict | None]:
     """Every attack on every view of the plan. A real study target must have every signal an attack needs (a
@@ -75,12 +89,9 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
     leakaudit.audit.offline_attacks): there an unavailable attack is logged and left out. With offline references
     (plan.offline_views) every target is attacked a second time by the attacks that read references, in their
     offline forms, labelled '<label>@offline'."""
-    from leakaudit.audit import offline_attacks
-
     specs = attack_specs(cfg.attacks)
     # with offline references only the attacks that read references differ from the matched-design rows
-    offline_specs = [AttackSpecConfig(name=a.name, params=a.params, label=f"{a.display}{OFFLINE_SUFFIX}")
-                     for a in offline_attacks(cfg.attacks) if REFERENCE_FIELDS & set(get_attack(a.name).needs)]
+    offline_specs = offline_design_specs(cfg.attacks)
     frames = []
     best: tuple[float, Any, Any] | None = None
     for view, inputs in tqdm(run_inputs(run, plan, records, cfg.plan.n_matched_references),
