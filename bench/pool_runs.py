@@ -49,13 +49,24 @@ def pooled_tables(scores: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, 
 
 
 def goal_reading(headline: pd.DataFrame) -> dict:
-    """Issue 14's goal on the pooled rows: Leaky's CI above the best fixed-text baseline's CI (lo > hi)."""
+    """Issue 14's goal on the pooled rows: Leaky's CI above the best fixed-text baseline's CI (lo > hi).
+
+    The best fixed-text baseline is headline_table's, the strongest over both reference designs. Where the runs
+    carry offline references, 'offline' reads Leaky@offline against that same baseline (the ME8off8 rule)."""
     h = headline[headline["domain"] == "all"].set_index("method")
-    if "Leaky" not in h.index or "best fixed baseline" not in h.index:
+    if "best fixed baseline" not in h.index:
         return {"reached": None}
-    lk, fx = h.loc["Leaky"], h.loc["best fixed baseline"]
-    return {"reached": bool(lk["auroc_lo"] > fx["auroc_hi"]), "leaky_lo": float(lk["auroc_lo"]),
-            "fixed_attack": fx["attack"], "fixed_hi": float(fx["auroc_hi"])}
+    fx = h.loc["best fixed baseline"]
+
+    def against_fixed(method: str) -> dict:
+        lk = h.loc[method]
+        return {"reached": bool(lk["auroc_lo"] > fx["auroc_hi"]), "leaky_attack": lk["attack"],
+                "leaky_lo": float(lk["auroc_lo"]), "fixed_attack": fx["attack"], "fixed_hi": float(fx["auroc_hi"])}
+
+    out = against_fixed("Leaky") if "Leaky" in h.index else {"reached": None}
+    if "Leaky, offline references" in h.index:
+        out["offline"] = against_fixed("Leaky, offline references")
+    return out
 
 
 def main() -> None:

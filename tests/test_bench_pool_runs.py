@@ -64,3 +64,16 @@ def test_one_kept_run_reproduces_its_report(pool):
         assert got.loc[(w["domain"], w["family"]), "delta_lo"] == pytest.approx(w["delta_lo"])
     goal = pool.goal_reading(t["headline"])
     assert goal["reached"] is False and goal["fixed_attack"] == "rmia"  # 0.650 is not above 0.739
+
+
+def test_offline_leaky_is_read_against_the_strongest_fixed_attack_of_either_design(pool):
+    run = KEPT / "ME8off8_regime_math_prepared_e8_offline8_seed1"
+    n_boot, seed = pool.bootstrap_settings(run)
+    t = pool.pooled_tables(pool.pooled_scores([run]), n_boot=n_boot, seed=seed)
+    goal = pool.goal_reading(t["headline"])
+    report = {(r["domain"], r["method"]): r for r in json.loads((run / "metrics.json").read_text())["headline"]}
+    fixed, offline = report[("all", "best fixed baseline")], report[("all", "Leaky, offline references")]
+    assert goal["offline"]["leaky_attack"] == "leaky@offline" and goal["offline"]["fixed_attack"] == fixed["attack"]
+    assert goal["offline"]["leaky_lo"] == pytest.approx(offline["auroc_lo"])  # 0.685
+    assert goal["offline"]["fixed_hi"] == pytest.approx(fixed["auroc_hi"])  # RMIA (matched) 0.733
+    assert goal["offline"]["reached"] is False and goal["reached"] is False
