@@ -1,7 +1,8 @@
 """Several finished runs' real targets pooled into one table: the pooled AUROC [95% CI] of every attack, the
 headline (Leaky against the best baseline of each family) and the paired Leaky − baseline differences, as the report
 computes them for one run (issue 14: the rule for ME8-3 reads Leaky against the fixed-text attacks over both fresh
-seeds together). Trains, samples and scores nothing.
+seeds together; where the runs carry offline references, the ME8off8 rule reads Leaky@offline the same way).
+Trains, samples and scores nothing.
 
 Each run's targets keep their own labels and scores; a target is renamed '<run folder>/<target>' so two seeds'
 `math-s0` stay two targets. Records stay named by record_id, so a record that is a candidate in several runs is one

@@ -67,8 +67,8 @@ def without_out_reference(inputs, j: int):
 
 
 def load_views(run_root: Path):
-    """(config, {design: (attack specs, n references, [(view, AttackInputs)] of its real targets)}), the signals
-    read once. Matched: the attacks that read references, the plan's count of matched OUT references
+    """{design: (attack specs, n references, [(view, AttackInputs)] of its real targets)}, the signals read
+    once. Matched: the attacks that read references, the plan's count of matched OUT references
     (MembershipPlan.reference_counts); offline: their offline forms labelled '@offline' as in the report,
     plan.n_offline_references."""
     run = RunDir(run_root)
