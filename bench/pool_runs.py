@@ -7,7 +7,10 @@ Trains, samples and scores nothing.
 Each run's targets keep their own labels and scores; a target is renamed '<run folder>/<target>' so two seeds'
 `math-s0` stay two targets. Records stay named by record_id, so a record that is a candidate in several runs is one
 cluster of the bootstrap (its rows are correlated through the record's text), as the report treats a record scored
-by several targets of one run. Null targets are left out (each run's null check stands on its own).
+by several targets of one run. Null targets are left out of every table above; they are pooled apart, into the
+null check the report prints for one run (each attack's AUROC over all runs' null targets, whose labels no student
+trained on, with its CI and whether it holds 0.5): one null target per run gives 24 candidates, too few to tell a
+null of 0.674 from chance, and pooling the seeds' null targets is the check that costs no training.
 
     python bench/pool_runs.py RUN RUN [...] [--json bench/results/pooled_....json]
 """
@@ -21,17 +24,27 @@ from pathlib import Path
 import pandas as pd
 
 from leakaudit.metrics import headline_table, leaky_vs_baselines, summarise
-from leakaudit.report import load_run
+from leakaudit.report import load_run, null_check_table
 
 
-def pooled_scores(run_dirs: list[Path]) -> pd.DataFrame:
-    """The labelled real-target score rows of every run, targets renamed '<run folder>/<target>'."""
+def pooled_scores(run_dirs: list[Path], *, null_check: bool = False) -> pd.DataFrame:
+    """The labelled real-target score rows of every run (null-target rows instead when `null_check`), targets
+    renamed '<run folder>/<target>'."""
     frames = []
     for d in run_dirs:
-        real = load_run(d).real
-        frames.append(real.assign(target=d.name + "/" + real["target"].astype(str),
-                                  is_member=real["is_member"].astype(bool)))
+        lab = load_run(d).labelled
+        rows = lab[lab["null_check"].astype(bool) == null_check]
+        frames.append(rows.assign(target=d.name + "/" + rows["target"].astype(str),
+                                  is_member=rows["is_member"].astype(bool)))
     return pd.concat(frames, ignore_index=True)
+
+
+def pooled_null_check(run_dirs: list[Path], *, n_boot: int, seed: int) -> pd.DataFrame:
+    """The report's null-check table over every run's null targets pooled (empty when no run has one)."""
+    null = pooled_scores(run_dirs, null_check=True)
+    if null.empty:
+        return pd.DataFrame()
+    return null_check_table(summarise(null, n_boot=n_boot, seed=seed))
 
 
 def bootstrap_settings(run_dir: Path) -> tuple[int, int]:
@@ -79,16 +92,21 @@ def main() -> None:
     scores = pooled_scores(args.runs)
     t = pooled_tables(scores, n_boot=n_boot, seed=seed)
     goal = goal_reading(t["headline"])
+    null = pooled_null_check(args.runs, n_boot=n_boot, seed=seed)
     cols = ["label", "family", "n_targets", "auroc", "auroc_lo", "auroc_hi", "n_pos", "n_neg"]
     out = {"runs": [str(r) for r in args.runs], "n_boot": n_boot, "seed": seed,
            "n_records": int(scores["record_id"].nunique()), "attacks": t["attacks"][cols].to_dict("records"),
-           "headline": t["headline"].to_dict("records"), "versus": t["versus"].to_dict("records"), "goal": goal}
+           "headline": t["headline"].to_dict("records"), "versus": t["versus"].to_dict("records"), "goal": goal,
+           "null_check": null.to_dict("records")}
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=float) + "\n")
     print(f"{len(args.runs)} runs, {out['n_records']} distinct records, {n_boot} resamples (seed {seed})")
     print(t["attacks"][cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(t["versus"][["domain", "leaky", "family", "baseline", "Δ AUROC [95% CI]", "verdict"]].to_string(index=False))
     print(f"goal (Leaky's CI above the best fixed-text CI): {goal}")
+    if not null.empty:
+        print("null targets pooled (labels no student trained on; a CI without 0.5 is a false signal):")
+        print(null.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
 
 if __name__ == "__main__":

@@ -77,3 +77,27 @@ def test_offline_leaky_is_read_against_the_strongest_fixed_attack_of_either_desi
     assert goal["offline"]["leaky_lo"] == pytest.approx(offline["auroc_lo"])  # 0.685
     assert goal["offline"]["fixed_hi"] == pytest.approx(fixed["auroc_hi"])  # RMIA (matched) 0.733
     assert goal["offline"]["reached"] is False and goal["reached"] is False
+
+
+def test_null_targets_are_pooled_apart_and_one_run_reproduces_its_null_check(pool, tmp_path):
+    run = KEPT / "ME8off8-3_regime_math_prepared_e8_offline8_seed3"
+    n_boot, seed = pool.bootstrap_settings(run)
+    got = pool.pooled_null_check([run], n_boot=n_boot, seed=seed).set_index("label")
+    want = {r["label"]: r for r in json.loads((run / "metrics.json").read_text())["null_check"]}
+    assert set(got.index) == set(want)
+    for label, w in want.items():
+        assert (got.loc[label, "auroc"], got.loc[label, "auroc_lo"], got.loc[label, "auroc_hi"]) == pytest.approx(
+            (w["auroc"], w["auroc_lo"], w["auroc_hi"]))
+    assert got.loc["leaky@offline", "auroc"] == pytest.approx(0.674, abs=5e-4)
+    # two runs: null rows only, each run's null target kept apart, pooled AUROC = AUROC of the rows together
+    null_a = [(f"r{i}", "math-null", "math", "leaky", float(i), i < 3, True) for i in range(6)]
+    null_b = [(f"r{i}", "math-null", "math", "leaky", float(i), i >= 3, True) for i in range(6)]
+    real = [("r0", "math-s0", "math", "leaky", 0.0, True, False), ("r1", "math-s0", "math", "leaky", 1.0, False, False)]
+    a, b = _run(tmp_path, "A", null_a + real), _run(tmp_path, "B", null_b)
+    rows = pool.pooled_scores([a, b], null_check=True)
+    assert set(rows["target"]) == {"A/math-null", "B/math-null"} and rows["null_check"].all()
+    t = pool.pooled_null_check([a, b], n_boot=50, seed=0).set_index("label")
+    # A ranks members last (AUROC 0), B first (1); pooled over 12 rows they cancel exactly: 0.5
+    assert t.loc["leaky", "n_targets"] == 2 and t.loc["leaky", "auroc"] == pytest.approx(0.5)
+    assert (t.loc["leaky", "n_pos"], t.loc["leaky", "n_neg"]) == (6, 6)
+    assert pool.pooled_null_check([_run(tmp_path, "C", real)], n_boot=50, seed=0).empty
