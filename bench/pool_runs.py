@@ -27,21 +27,29 @@ from leakaudit.metrics import headline_table, leaky_vs_baselines, summarise
 from leakaudit.report import load_run, null_check_table
 
 
-def pooled_scores(run_dirs: list[Path], *, null_check: bool = False) -> pd.DataFrame:
-    """The labelled real-target score rows of every run (null-target rows instead when `null_check`), targets
-    renamed '<run folder>/<target>'."""
+def labelled_rows(run_dirs: list[Path]) -> pd.DataFrame:
+    """The labelled score rows of every run, real and null targets, targets renamed '<run folder>/<target>'."""
     frames = []
     for d in run_dirs:
         lab = load_run(d).labelled
-        rows = lab[lab["null_check"].astype(bool) == null_check]
-        frames.append(rows.assign(target=d.name + "/" + rows["target"].astype(str),
-                                  is_member=rows["is_member"].astype(bool)))
+        frames.append(lab.assign(target=d.name + "/" + lab["target"].astype(str),
+                                 is_member=lab["is_member"].astype(bool), null_check=lab["null_check"].astype(bool)))
     return pd.concat(frames, ignore_index=True)
 
 
-def pooled_null_check(run_dirs: list[Path], *, n_boot: int, seed: int) -> pd.DataFrame:
-    """The report's null-check table over every run's null targets pooled (empty when no run has one)."""
-    null = pooled_scores(run_dirs, null_check=True)
+def pooled_scores(run_dirs: list[Path], *, null_check: bool = False) -> pd.DataFrame:
+    """The real-target rows of labelled_rows (null-target rows instead when `null_check`)."""
+    return split_null(labelled_rows(run_dirs))[null_check]
+
+
+def split_null(rows: pd.DataFrame) -> dict[bool, pd.DataFrame]:
+    """labelled_rows split by null_check: {False: real-target rows, True: null-target rows}."""
+    return {flag: rows[rows["null_check"] == flag].reset_index(drop=True) for flag in (False, True)}
+
+
+def pooled_null_check(null: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataFrame:
+    """The report's null-check table over pooled null-target rows (pooled_scores(..., null_check=True)); empty when
+    there are none."""
     if null.empty:
         return pd.DataFrame()
     return null_check_table(summarise(null, n_boot=n_boot, seed=seed))
@@ -89,10 +97,11 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     n_boot, seed = bootstrap_settings(args.runs[0])
-    scores = pooled_scores(args.runs)
+    rows = split_null(labelled_rows(args.runs))  # every run read once
+    scores = rows[False]
     t = pooled_tables(scores, n_boot=n_boot, seed=seed)
     goal = goal_reading(t["headline"])
-    null = pooled_null_check(args.runs, n_boot=n_boot, seed=seed)
+    null = pooled_null_check(rows[True], n_boot=n_boot, seed=seed)
     cols = ["label", "family", "n_targets", "auroc", "auroc_lo", "auroc_hi", "n_pos", "n_neg"]
     out = {"runs": [str(r) for r in args.runs], "n_boot": n_boot, "seed": seed,
            "n_records": int(scores["record_id"].nunique()), "attacks": t["attacks"][cols].to_dict("records"),

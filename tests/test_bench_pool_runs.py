@@ -82,7 +82,7 @@ def test_offline_leaky_is_read_against_the_strongest_fixed_attack_of_either_desi
 def test_null_targets_are_pooled_apart_and_one_run_reproduces_its_null_check(pool, tmp_path):
     run = KEPT / "ME8off8-3_regime_math_prepared_e8_offline8_seed3"
     n_boot, seed = pool.bootstrap_settings(run)
-    got = pool.pooled_null_check([run], n_boot=n_boot, seed=seed).set_index("label")
+    got = pool.pooled_null_check(pool.pooled_scores([run], null_check=True), n_boot=n_boot, seed=seed).set_index("label")
     want = {r["label"]: r for r in json.loads((run / "metrics.json").read_text())["null_check"]}
     assert set(got.index) == set(want)
     for label, w in want.items():
@@ -96,8 +96,9 @@ def test_null_targets_are_pooled_apart_and_one_run_reproduces_its_null_check(poo
     a, b = _run(tmp_path, "A", null_a + real), _run(tmp_path, "B", null_b)
     rows = pool.pooled_scores([a, b], null_check=True)
     assert set(rows["target"]) == {"A/math-null", "B/math-null"} and rows["null_check"].all()
-    t = pool.pooled_null_check([a, b], n_boot=50, seed=0).set_index("label")
+    t = pool.pooled_null_check(rows, n_boot=50, seed=0).set_index("label")
     # A ranks members last (AUROC 0), B first (1); pooled over 12 rows they cancel exactly: 0.5
     assert t.loc["leaky", "n_targets"] == 2 and t.loc["leaky", "auroc"] == pytest.approx(0.5)
     assert (t.loc["leaky", "n_pos"], t.loc["leaky", "n_neg"]) == (6, 6)
-    assert pool.pooled_null_check([_run(tmp_path, "C", real)], n_boot=50, seed=0).empty
+    assert pool.pooled_null_check(pool.pooled_scores([_run(tmp_path, "C", real)], null_check=True), n_boot=50,
+                                 seed=0).empty
