@@ -5,7 +5,9 @@ torch.matmul runs 8.5x faster than fp32 (1505 vs 177 GFLOP/s, bench/results/peak
 on an AVX2-only AMD EPYC (no avx512_bf16, no amx_bf16; oneDNN reports no bf16) it is emulated: bf16 torch.matmul
 0.9 GFLOP/s against 92 in fp32 at one thread (bench/results/peak_amd-epyc-avx2-2c.json; a bf16-autocast F.linear of
 a student's shape 9.3 against 76), and a whole OPD step is measured in both precisions in
-bench/results/opd_step_precision_amd-epyc-avx2-2c.json. So 'auto' (the presets' setting) means
+bench/results/opd_step_precision_amd-epyc-avx2-2c.json. On an AMD EPYC with avx512_bf16 and no AMX, bf16 is native
+but its margin smaller: matmul 2.2x fp32, the OPD step 1.59x (bench/results/peak_amd-epyc-avx512bf16-2c.json,
+opd_step_precision_amd-epyc-avx512bf16-2c.json). So 'auto' (the presets' setting) means
 bf16 autocast where bf16 is native on the training device and fp32 elsewhere; true / false force either.
 
 The resolution changes the arithmetic, so a study resolves it once, before anything is hashed
