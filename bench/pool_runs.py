@@ -19,22 +19,42 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
+from leakaudit.errors import InputError
 from leakaudit.metrics import headline_table, leaky_vs_baselines, summarise
 from leakaudit.report import load_run, null_check_table
 
 
 def labelled_rows(run_dirs: list[Path]) -> pd.DataFrame:
-    """The labelled score rows of every run, real and null targets, targets renamed '<run folder>/<target>'."""
+    """The labelled score rows of every run, real and null targets, targets renamed '<run folder>/<target>'.
+
+    Raises InputError when two runs share a folder name (their targets would merge into one) or when one attack
+    label was run with other parameters in another run (its rows would be pooled as one attack, or split into two
+    labels that each read one run)."""
+    names = [d.name for d in run_dirs]
+    for d in run_dirs:
+        if names.count(d.name) > 1:
+            raise InputError("two runs share this folder name, so their targets would merge; pool differently named "
+                             "folders (copy or link one under another name)", path=str(d))
     frames = []
     for d in run_dirs:
         lab = load_run(d).labelled
         frames.append(lab.assign(target=d.name + "/" + lab["target"].astype(str),
                                  is_member=lab["is_member"].astype(bool), null_check=lab["null_check"].astype(bool)))
-    return pd.concat(frames, ignore_index=True)
+    rows = pd.concat(frames, ignore_index=True)
+    if "params" in rows:
+        run = rows["target"].str.split("/", n=1).str[0]
+        for label, by_params in rows.assign(run=run).groupby("attack")[["params", "run"]]:
+            variants = by_params.groupby("params")["run"].unique()
+            if len(variants) > 1:
+                said = "; ".join(f"{', '.join(sorted(r))}: {p}" for p, r in variants.items())
+                raise InputError(f"attack {label!r} was run with other parameters in other runs ({said}); pooled "
+                                 "runs must score every label alike", field=f"attack {label}")
+    return rows
 
 
 def pooled_scores(run_dirs: list[Path], *, null_check: bool = False) -> pd.DataFrame:
@@ -59,6 +79,17 @@ def bootstrap_settings(run_dir: Path) -> tuple[int, int]:
     """(n_boot, seed) the run's report used, as its metrics.json records them (read as bench/run_table.py does)."""
     mj = json.loads((run_dir / "metrics.json").read_text())
     return int((mj.get("bootstrap") or {}).get("n_boot", 1000)), int((mj.get("seeds") or {}).get("bootstrap") or 0)
+
+
+def common_bootstrap_settings(run_dirs: list[Path]) -> tuple[int, int]:
+    """The (n_boot, seed) every run's report used; InputError naming the first run that differs from the first."""
+    first = bootstrap_settings(run_dirs[0])
+    for d in run_dirs[1:]:
+        if bootstrap_settings(d) != first:
+            raise InputError(f"its report's bootstrap (n_boot, seed) = {bootstrap_settings(d)} differs from "
+                             f"{first} of {run_dirs[0]}; pooled runs must be read with one bootstrap",
+                             path=str(d / "metrics.json"))
+    return first
 
 
 def pooled_tables(scores: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:
@@ -96,8 +127,12 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    n_boot, seed = bootstrap_settings(args.runs[0])
-    rows = split_null(labelled_rows(args.runs))  # every run read once
+    try:
+        n_boot, seed = common_bootstrap_settings(args.runs)
+        rows = split_null(labelled_rows(args.runs))  # every run read once
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)  # the project's code for bad input; nothing has been written
     scores = rows[False]
     t = pooled_tables(scores, n_boot=n_boot, seed=seed)
     goal = goal_reading(t["headline"])

@@ -102,3 +102,27 @@ def test_null_targets_are_pooled_apart_and_one_run_reproduces_its_null_check(poo
     assert (t.loc["leaky", "n_pos"], t.loc["leaky", "n_neg"]) == (6, 6)
     assert pool.pooled_null_check(pool.pooled_scores([_run(tmp_path, "C", real)], null_check=True), n_boot=50,
                                  seed=0).empty
+
+
+def test_runs_that_cannot_be_pooled_are_refused_by_name(pool, tmp_path):
+    rows = [(f"r{i}", "math-s0", "math", "leaky", float(i), i % 2 == 0, False) for i in range(4)]
+    # two seeds kept under the same folder name: before, both runs' math-s0 became one target 'run/math-s0'
+    (tmp_path / "seed2").mkdir()
+    (tmp_path / "seed3").mkdir()
+    a, b = _run(tmp_path / "seed2", "run", rows), _run(tmp_path / "seed3", "run", rows)
+    with pytest.raises(pool.InputError, match="share this folder name") as e:
+        pool.labelled_rows([a, b])
+    assert e.value.path == str(a)
+    # one label run with another slope in one run: before, it was pooled as one attack (or split into two labels)
+    c, d = _run(tmp_path, "C", rows), _run(tmp_path, "D", rows)
+    for run, slope in ((c, 0.1), (d, 0.2)):
+        df = pd.read_parquet(run / "scores.parquet").assign(params=json.dumps({"slope": slope}))
+        df.to_parquet(run / "scores.parquet")
+    with pytest.raises(pool.InputError, match="'leaky' was run with other parameters"):
+        pool.labelled_rows([c, d])
+    # and runs read with other bootstrap settings are refused before any table is computed
+    for run, n_boot in ((c, 1000), (d, 200)):
+        (run / "metrics.json").write_text(json.dumps({"bootstrap": {"n_boot": n_boot}, "seeds": {"bootstrap": 0}}))
+    with pytest.raises(pool.InputError, match="differs from"):
+        pool.common_bootstrap_settings([c, d])
+    assert pool.common_bootstrap_settings([c, c]) == (1000, 0)
