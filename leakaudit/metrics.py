@@ -206,7 +206,9 @@ def roc_points(labels, scores) -> tuple[np.ndarray, np.ndarray]:
 
 
 def default_family(attack: str) -> str:
-    """Family when scores.parquet has no `family` column: blind_* -> blind, fresh-trajectory names -> fresh."""
+    """Family when scores.parquet has no `family` column: blind_* -> blind, fresh-trajectory names -> fresh (either
+    reference design: 'leaky@offline' is fresh as 'leaky' is)."""
+    attack = attack_base(attack)
     if attack.startswith("blind"):
         return "blind"
     if attack == "leaky" or attack.startswith(("fresh", "same_traj", "mean_gap", "gap_")):

@@ -15,6 +15,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from attacks import AttackInputs, get_attack, list_attacks, run_attack
+from attacks.leaky import LeakyParams, token_gaps
 from leakaudit.assemble import run_inputs
 from leakaudit.config import AttackSpecConfig, StudyConfig
 from leakaudit.data.records import Record
@@ -93,7 +94,9 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
     # with offline references only the attacks that read references differ from the matched-design rows
     offline_specs = offline_design_specs(cfg.attacks)
     frames = []
-    best: tuple[float, Any, Any] | None = None
+    best: tuple[float, Any, Any, str] | None = None
+    # the leak map follows the first configured Leaky (its scores alone: variants sit on other scales)
+    leaky_spec = next((a for a in specs if a.name == "leaky"), None)
     for view, inputs in tqdm(run_inputs(run, plan, records, cfg.plan.n_matched_references),
                              total=len(plan.views()) + len(plan.offline_views()), desc="attacks",
                              disable=not progress):
@@ -103,32 +106,54 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
                            null_check=view.null_check, label_source=view.label_source,
                            skip_unavailable=lenient, log=log)
         frames.append(rows)
-        if offline:
+        if offline or view.null_check or leaky_spec is None:
             continue
-        leaky = rows[(rows.attack_name == "leaky") & rows.is_member.astype(bool)]
-        if not view.null_check and len(leaky) and leaky.score.notna().any():
-            top = leaky.loc[leaky.score.idxmax()]
-            if best is None or top.score > best[0]:
-                best = (float(top.score), view, (inputs, inputs.record_ids.index(top.record_id)))
-    leak_map = _leak_map(run, best, tokenizer) if best is not None else None
+        choice = leak_map_choice(rows, leaky_spec.label or leaky_spec.name)
+        if choice is not None and (best is None or choice[0] > best[0]):
+            score, record_id, selected = choice
+            best = (score, view, (inputs, inputs.record_ids.index(record_id)), selected)
+    leak_map = None
+    if best is not None:
+        leak_map = _leak_map(run, best, tokenizer, LeakyParams(**leaky_spec.params).reference_reduction)
     return pd.concat(frames, ignore_index=True), leak_map
+
+
+SELECTED_MEMBER = "the member with the highest Leaky score"
+SELECTED_CANDIDATE = "the candidate with the highest Leaky score (membership unknown)"
+
+
+def leak_map_choice(rows: pd.DataFrame, leaky_label: str) -> tuple[float, str, str] | None:
+    """(score, record_id, what was selected) of the record whose leak map to draw, from one target's rows.
+
+    With labels (a study, or an audit whose candidates carry them): the highest-scoring member. Without (an audit):
+    the highest-scoring candidate, said so. NaN labels must not count as members (NaN is truthy: astype(bool) made
+    every unlabelled candidate a "member"). None when no scored row is left."""
+    leaky = rows[(rows.attack == leaky_label) & rows.score.notna()]
+    labelled = leaky.is_member.notna().all()
+    if labelled:
+        leaky = leaky[leaky.is_member == 1]
+    if leaky.empty:
+        return None
+    top = leaky.loc[leaky.score.idxmax()]
+    return float(top.score), str(top.record_id), SELECTED_MEMBER if labelled else SELECTED_CANDIDATE
 
 
 def _params_dict(params: Any) -> dict:
     return asdict(params) if is_dataclass(params) else dict(params or {})
 
 
-def _leak_map(run: RunDir, best, tokenizer) -> dict:
-    """Per-token gaps (target − max OUT reference) on the fresh trajectories of the most leaking member."""
+def _leak_map(run: RunDir, best, tokenizer, reduction: str) -> dict:
+    """Per-token gaps (target − max, or mean, of the OUT references, as the Leaky spec reduces them) on the fresh
+    trajectories of the record leak_map_choice selected."""
     from leakaudit.signals.store import load_trajectories
 
-    score, view, (inputs, i) = best
+    score, view, (inputs, i), selected = best
     rid = inputs.record_ids[i]
     token_ids = load_trajectories(run.fresh(view.target))[rid]
     out = []
     for tgt, refs, toks in zip(inputs.fresh_target[i], inputs.fresh_refs[i], token_ids):
-        gaps = np.asarray(tgt, dtype=np.float64) - (refs.max(axis=0) if refs.size else 0.0)
+        gaps = token_gaps(tgt, refs, reduction) if refs.size else np.asarray(tgt, dtype=np.float64)
         out.append({"tokens": [tokenizer.decode([int(t)]) for t in toks],
                     "gaps": [round(float(g), 4) for g in gaps]})
     return {"record_id": rid, "target": view.target, "domain": view.domain, "leaky_score": score,
-            "trajectories": out}
+            "selected": selected, "reference_reduction": reduction, "trajectories": out}

@@ -136,6 +136,11 @@ def test_audit_outputs_and_recipe(finished_audit):
     assert table["rmia_offline"].between(0, 1).all() and table["lira_offline"].notna().all()
     audit = json.loads((finished_audit / "audit.json").read_text())
     assert audit["teacher"] == "self" and audit["references_trained_here"] and audit["labels"]
+    from leakaudit.scoring import SELECTED_MEMBER
+
+    leak_map = json.loads((finished_audit / "leak_map.json").read_text())  # labelled candidates: a member's map
+    assert leak_map["selected"] == SELECTED_MEMBER and leak_map["reference_reduction"] == "max"
+    assert leak_map["record_id"] in set(table.loc[table["is_member"].astype(bool), "record_id"])
     plan = MembershipPlan.load(finished_audit)
     trained = set().union(*(plan.members(m) for m in plan.models_of("math", "reference")))
     assert len(set(plan.population["math"]) - trained) >= len(plan.population["math"]) // 4  # RMIA's population

@@ -139,3 +139,22 @@ def test_cli_prints_the_paired_comparison_under_the_headline(built, capsys):
                if r["domain"] == "all")
     assert "Leaky against the strongest baselines, paired" in out
     assert f"all: leaky − best fixed baseline ({row['baseline']}) {row['Δ AUROC [95% CI]']}: Leaky above" in out
+
+
+def test_null_verdict_reads_every_leaky_design():
+    from leakaudit.report.build import null_verdict
+
+    nulls = pd.DataFrame({"label": ["leaky", "leaky@offline", "loss"], "straddles_0.5": [True, False, True]})
+    # before: only the label 'leaky' was read, so a null leaky@offline at AUROC 1.0 printed "Null check passed"
+    assert null_verdict(nulls) == (False, ["leaky", "leaky@offline"])
+    assert null_verdict(nulls.assign(**{"straddles_0.5": [True, True, False]})) == (True, ["leaky", "leaky@offline"])
+    no_leaky = pd.DataFrame({"label": ["loss", "zlib"], "straddles_0.5": [True, False]})
+    assert null_verdict(no_leaky) == (False, ["loss", "zlib"])
+
+
+def test_default_family_of_an_offline_label_is_its_attack_s():
+    from leakaudit.metrics import default_family
+
+    assert default_family("leaky@offline") == default_family("leaky") == "fresh"
+    assert default_family("rmia@offline") == default_family("rmia") == "fixed"
+    assert default_family("blind_text@offline") == "blind"

@@ -16,7 +16,7 @@ import yaml
 from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.literalness import load as load_literalness
 from leakaudit.realism import realism_card
-from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, fpr_label, headline_table, leaky_vs_baselines,
+from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, attack_base, fpr_label, headline_table, leaky_vs_baselines,
                                paper_statistics, resolvable_key, summarise, tpr_key)
 from leakaudit.report import html as H
 from leakaudit.report import plots
@@ -160,6 +160,17 @@ def null_check_table(metrics: pd.DataFrame) -> pd.DataFrame:
     rows["straddles_0.5"] = (rows["auroc_lo"] <= 0.5) & (rows["auroc_hi"] >= 0.5)
     return rows[["label", "family", "n_targets", "auroc", "auroc_lo", "auroc_hi", "n_pos", "n_neg",
                  "straddles_0.5"]].reset_index(drop=True)
+
+
+def null_verdict(nulls: pd.DataFrame) -> tuple[bool, list[str]]:
+    """(passed, the labels it read) for null_check_table's rows. The verdict is on Leaky, the attack under test, in
+    every reference design it ran with ('leaky' and 'leaky@offline': the offline one is what issue 14's rule reads):
+    passed when each one's CI contains 0.5. Without a Leaky row, on every attack. With many attacks at 95% coverage
+    about 5% of the others exclude 0.5 by chance alone, so the page reports their count against that."""
+    leaky = nulls[nulls["label"].map(attack_base) == "leaky"] if "label" in nulls else nulls.iloc[:0]
+    read = leaky if len(leaky) else nulls
+    labels = [str(x) for x in read["label"]] if "label" in read else ["every attack"]
+    return bool(read["straddles_0.5"].astype(bool).all()), labels
 
 
 def negatives_table(metrics: pd.DataFrame, alphas=DEFAULT_ALPHAS) -> pd.DataFrame:
@@ -354,15 +365,12 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
     if realism is not None:
         secs.append(realism_section(realism))
     if not nulls.empty:
-        # The verdict is on Leaky, the attack under test; with many attacks at 95% coverage about 5% of the
-        # others are expected to exclude 0.5 by chance alone, so their count is reported against that.
-        leaky_rows = nulls[nulls["label"] == "leaky"] if "label" in nulls else nulls.iloc[:0]
-        ok = bool(leaky_rows["straddles_0.5"].all()) if len(leaky_rows) else bool(nulls["straddles_0.5"].all())
+        ok, read = null_verdict(nulls)
         n_out = int((~nulls["straddles_0.5"].astype(bool)).sum())
-        verdict = (f'<p class="{"pass" if ok else "fail"}">Null check {"passed" if ok else "FAILED"}: Leaky\'s '
-                   f'null-target AUROC CI {"contains" if ok else "excludes"} 0.5. Across all {len(nulls)} attacks, '
-                   f'{n_out} CI(s) exclude 0.5 (about {0.05 * len(nulls):.1f} expected by chance at 95% '
-                   'coverage).</p>')
+        verdict = (f'<p class="{"pass" if ok else "fail"}">Null check {"passed" if ok else "FAILED"}: the null-target '
+                   f'AUROC CI of {H.esc(", ".join(read))} {"contains" if ok else "excludes"} 0.5 (every Leaky design '
+                   f'must hold it). Across all {len(nulls)} attacks, {n_out} CI(s) exclude 0.5 (about '
+                   f'{0.05 * len(nulls):.1f} expected by chance at 95% coverage).</p>')
         secs.append(H.section("Null check", verdict, H.table(nulls), plot("null_check", "null check"),
                               anchor="null"))
     if balance:
@@ -380,8 +388,11 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(H.section("Score distributions", plot("score_distributions", "score distributions"),
                               anchor="distributions"))
     if "leak_map" in made:
-        prompt = (leak_map or {}).get("prompt", "")
-        secs.append(H.section("Leak map", f'<p class="note">Prompt: {H.esc(prompt)}</p>' if prompt else "",
+        lm = leak_map or {}
+        prompt, selected = lm.get("prompt", ""), lm.get("selected", "")
+        which = (f'<p class="note">Record {H.esc(lm.get("record_id", ""))} of target {H.esc(lm.get("target", ""))}: '
+                 f'{H.esc(selected)}.</p>' if selected else "")
+        secs.append(H.section("Leak map", which, f'<p class="note">Prompt: {H.esc(prompt)}</p>' if prompt else "",
                               plot("leak_map", "leak map"), anchor="leakmap"))
     if not metrics.empty:
         cols = ["null_check", "level", "label", "family", "target", "domain", "auroc", "auroc_lo", "auroc_hi"]

@@ -4,10 +4,13 @@ leak_map.json format (written by the pipeline for one leaking record; optional):
 
     {"record_id": str, "target": str, "domain": str,
      "prompt": str (optional, shown unless redacted),
+     "selected": str (optional: which record this is, a member or, without labels, a candidate),
+     "reference_reduction": "max" | "mean" (optional: how the gaps combine the references, as the Leaky spec),
      "trajectories": [{"tokens": [str, ...], "gaps": [float, ...]}, ...]}
 
 `tokens` are the decoded tokens of one fresh trajectory sampled from the target; `gaps[t]` is the Leaky per-token
-gap log p_target − max over matched references of log p_ref (same length as `tokens`).  Tokens are coloured by
+gap log p_target − max (or mean, per reference_reduction) over the OUT references of log p_ref (same length as
+`tokens`).  Tokens are coloured by
 max(gap, 0): white = no leak, dark red = the target is much more confident than any reference.
 """
 
