@@ -82,8 +82,11 @@ def column(root: Path, domain: str | None = None) -> dict[str, str]:
                      ("blind text baseline (no model)", "blind_text")):
         if has(a):
             cells[label] = _ci(dom.loc[a])
+    # 1% of fewer than 100 negatives is under one false positive: the TPR is then the TPR at FPR 0, and says so
+    at_zero = "" if 0.01 * n_neg >= 1 else ": = TPR at FPR 0"
     cells["TPR@1% FPR: Leaky / fresh_loss / LOSS / RMIA (negatives)"] = " / ".join(
-        f"{dom.loc[a, 'tpr@0.01']:.2f}" for a in ("leaky", "fresh_loss", "loss", "rmia") if has(a)) + f" ({n_neg})"
+        f"{dom.loc[a, 'tpr@0.01']:.2f}" for a in ("leaky", "fresh_loss", "loss", "rmia") if has(a)) + \
+        f" ({n_neg}{at_zero})"
     if "leaky" in null.index:
         cells["null target (trained on no candidate), Leaky"] = _ci(null.loc["leaky"])
     per = tgt[tgt.attack == "leaky"].sort_values("target").auroc

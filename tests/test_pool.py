@@ -278,3 +278,13 @@ def test_pool_refuses_a_shard_or_pooled_directory_another_process_holds(tmp_path
     assert [p.name for p in _files(out)] == ([RUN_LOCK] if held == "out" else [])
     assert main(["pool", *map(str, shards), "--out", str(out), "--n-boot", "20", "--n-perm", "0"]) == 0
     assert (out / "metrics.csv").is_file()
+
+
+def test_run_table_says_when_tpr_at_1pct_is_the_tpr_at_fpr_0():
+    """1% of 96 negatives is under one false positive, so one run's TPR@1% is its TPR at FPR 0; 288 resolve it."""
+    run_table = bench_script("run_table")
+    kept = Path(__file__).resolve().parents[1] / "bench" / "results" / "default_runs"
+    key = "TPR@1% FPR: Leaky / fresh_loss / LOSS / RMIA (negatives)"
+    assert run_table.column(kept / "ME8off8-4_regime_math_prepared_e8_offline8_seed4")[key].endswith(
+        "(96: = TPR at FPR 0)")
+    assert run_table.column(kept / "CFP3_cpu-full-pooled_all_domains_seed0")[key].endswith("(288)")
