@@ -263,14 +263,16 @@ def _stable_seed(*parts: object) -> int:
 
 
 def split_pool(record_ids: Sequence[str], n_candidates: int, n_population: int, seed: int,
-               salt: str = "", n_teacher: int = 0) -> tuple[list[str], list[str]]:
+               salt: str = "", n_teacher: int = 0, parts: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
     """Shuffle one pool with `seed` and cut it into candidates and population (disjoint).
-    `n_teacher` only checks that the pool also holds that many teacher records (see `teacher_slice`)."""
+    `n_teacher` only checks that the pool also holds that many more records (teacher, background, reference-only:
+    see `teacher_slice`); `parts` names them for the error ({'teacher': 64, 'background': 32, ...}, summing to it)."""
     ids = sorted(set(record_ids))
     if len(ids) != len(record_ids):
         raise InputError("duplicate record ids in the pool")
     if n_candidates + n_population + n_teacher > len(ids):
-        extra = f" + {n_teacher} teacher records" if n_teacher else ""
+        named = parts or {"teacher": n_teacher}
+        extra = "".join(f" + {n} {name} records" for name, n in named.items() if n)
         raise ConfigError(f"pool {salt or ''} has {len(ids)} records; {n_candidates} candidates + "
                           f"{n_population} population{extra} requested")
     shuffled = _shuffled(ids, seed, salt)
@@ -409,6 +411,11 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     """
     if keep_design not in KEEP_DESIGNS:
         raise ConfigError(f"plan.keep_design must be one of {KEEP_DESIGNS}, got {keep_design!r}")
+    if n_students < 4 or n_students % 2:
+        # as PlanConfig: with 2 students a record's only OUT student is the target's partner, so no target has a
+        # matched reference (`leakaudit plan --n-students 2` wrote such a plan)
+        raise ConfigError(f"plan.n_students: must be even and >= 4 so every record has at least one matched "
+                          f"reference, got {n_students}")
     if null_student and not 1 <= n_null_students <= n_students:
         raise ConfigError(f"plan.n_null_students: must be in [1, n_students = {n_students}] (each takes its "
                           f"labels from another student), got {n_null_students}")

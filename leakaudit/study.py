@@ -36,6 +36,19 @@ from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjo
 from leakaudit.rundir import RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
+
+
+def unique_by_id(records: list[Record]) -> dict[str, Record]:
+    """{record_id: record} over every domain's records; InputError when two records share an id (ids are checked
+    unique within a domain's pool; across domains a later one silently replaced an earlier one, so a candidate's id
+    could name another domain's background record)."""
+    out: dict[str, Record] = {}
+    for r in records:
+        first = out.setdefault(r.record_id, r)
+        if first is not r:
+            raise InputError(f"two records share this id (domains {first.domain!r} and {r.domain!r}); record ids "
+                             "must be unique across a study's domains", record_id=r.record_id, field="record_id")
+    return out
 REBUILT_WHEN_CHANGED = ("report",)
 """Stages whose outputs are presentation only, derived from earlier outputs: when they no longer match their
 marker (`leakaudit report --redact` rebuilt them) they are rebuilt instead of refused."""
@@ -244,11 +257,12 @@ class Study:
             records, teacher_pool, background, reference = self._study_records()
             self._plan = self._study_plan(records, background, reference)
             records = records + [r for extra in (background, reference) for d in sorted(extra) for r in extra[d]]
-        self._records = {r.record_id: r for r in records}
+        self._records = unique_by_id(records)
         self._teacher_records = teacher_pool
         self._check_model_refs()
         self._check_attack_signals()
         self._todo_from = self._check_stage_marks()
+        self._check_saved_plan()
         if self._todo_from <= STAGES.index("signals"):
             # the executor's resources are known only once it runs (Ray: the cluster's GPUs and CPUs): start it now,
             # so a job asking for more than the cluster has is refused before the run's first file, not after the
@@ -258,6 +272,18 @@ class Study:
             except BaseException:
                 self.close()
                 raise
+
+    def _check_saved_plan(self) -> None:
+        """A resumed run trains and scores with the plan prepare() rebuilt from the config, while the report and
+        `leakaudit train` read the one the plan stage saved: they must be one plan (plan code or a source can change
+        between two calls while the config hash and the stage marks stay equal)."""
+        if self._todo_from <= STAGES.index("plan"):
+            return
+        if not MembershipPlan.load(self.run.plan_dir).equals(self._plan):
+            raise InputError("the membership plan rebuilt from this config differs from the one this run saved "
+                             "(plan.json, membership.parquet): the plan code or its records changed since; rerun "
+                             "with --force plan (every later stage is redone) or use another run directory",
+                             path=str(self.run.root))
 
     def _check_run_dir_config(self) -> None:
         if not self.run.config.is_file():
@@ -408,7 +434,9 @@ class Study:
                 pool = kept
             by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
-                                    n_teacher=data.n_teacher_records + data.n_background + data.n_reference_records)
+                                    n_teacher=data.n_teacher_records + data.n_background + data.n_reference_records,
+                                    parts={"teacher": data.n_teacher_records, "background": data.n_background,
+                                           "reference-only": data.n_reference_records})
             chosen += [by_id[r] for r in cand + popn]
             if data.n_teacher_records:
                 teacher_ids = teacher_slice(list(by_id), data.n_candidates, data.n_population,

@@ -73,6 +73,16 @@ def test_plan_writes_a_reproducible_plan(tmp_path, capsys):
     assert (tmp_path / "a/membership.parquet").read_bytes() == (tmp_path / "b/membership.parquet").read_bytes()
 
 
+def test_plan_refuses_fewer_than_four_students_as_run_study_does(tmp_path, capsys):
+    # before: --n-students 2 wrote a plan in which no target had a matched reference (run-study refuses 2)
+    src = tmp_path / "recs.jsonl"
+    _write_jsonl(src, [{**GOOD, "prompt": f"What is {i}+2?", "privileged": f"{i}+2={i + 2}"} for i in range(16)])
+    code, _, err = _run(capsys, "plan", "--records", str(src), "--out", str(tmp_path / "plan"), "--n-students", "2",
+                        "--n-candidates", "8", "--n-population", "8")
+    assert code == 2 and "n_students: must be even and >= 4" in err
+    assert not (tmp_path / "plan").exists()
+
+
 def test_run_study_bad_override_exits_2(tmp_path, capsys):
     code, _, err = _run(capsys, "run-study", "--set", "plan.n_students=3", "--set", f"out_root={tmp_path}")
     assert code == 2 and "n_students" in err

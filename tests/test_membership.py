@@ -372,7 +372,7 @@ def test_load_missing_file_names_it(tmp_path):
 
 def test_members_and_nonmembers_are_random_not_positional():
     # Candidates are a seeded shuffle of the pool: the first half of the sorted pool is not all candidates.
-    plan = keep_matrix_plan(_pools(60), n_students=2, n_candidates=20, n_population=10, seed=0)
+    plan = keep_matrix_plan(_pools(60), n_students=4, n_candidates=20, n_population=10, seed=0)
     idx = sorted(int(r[1:]) for r in plan.candidates["math"])
     assert idx != list(range(20))
     assert np.mean(idx) > 10
@@ -418,3 +418,13 @@ def test_report_warns_when_reference_identity_gives_the_label_away(tmp_path):
     assert "Reference identity is tied to membership (largest distance 1.00)" in html
     balance = json.loads((root / "metrics.json").read_text())["reference_balance"]
     assert [r["tvd"] for r in balance] == [1.0] * 4
+
+
+def test_a_pool_too_small_names_each_part_it_was_asked_for():
+    ids = [f"r{i}" for i in range(40)]
+    with pytest.raises(ConfigError, match="8 candidates \\+ 8 population \\+ 16 teacher records \\+ 16 background records"
+                                          " \\+ 4 reference-only records requested"):
+        split_pool(ids, 8, 8, 0, salt="code", n_teacher=36,
+                   parts={"teacher": 16, "background": 16, "reference-only": 4})
+    with pytest.raises(ConfigError, match="8 candidates \\+ 8 population \\+ 30 teacher records requested"):
+        split_pool(ids, 8, 8, 0, n_teacher=30)  # without parts, as before

@@ -508,3 +508,34 @@ def test_one_student_trained_by_hand_with_an_epoch_hook_is_reused_by_the_full_ru
     assert (root / "models" / model_id / "DONE").stat().st_mtime_ns == done
     ref_cfg, ref_root = finished_run
     assert (root / "metrics.csv").read_bytes() == (ref_root / "metrics.csv").read_bytes()
+
+
+def test_a_resumed_run_refuses_a_plan_rebuilt_otherwise_than_it_saved(tmp_path, tiny_model_dir, monkeypatch):
+    """The plan stage's mark covers the config and earlier outputs, not the plan code: before, a change in how the
+    plan is drawn (here: another seed inside keep_matrix) resumed silently, students training on the new plan while
+    the report read the saved one."""
+    import leakaudit.study as study_mod
+    from leakaudit.errors import InputError
+
+    root = Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).run_all(until="plan")
+    saved = sorted(p.name for p in root.rglob("*"))
+    drawn = study_mod.keep_matrix_plan
+    monkeypatch.setattr(study_mod, "keep_matrix_plan", lambda *a, **kw: drawn(*a, **{**kw, "seed": kw["seed"] + 1}))
+    with pytest.raises(InputError, match="plan rebuilt from this config differs"):
+        Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).prepare()
+    assert sorted(p.name for p in root.rglob("*")) == saved  # refused before anything was written
+    monkeypatch.setattr(study_mod, "keep_matrix_plan", drawn)
+    Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).prepare()  # the same plan resumes
+
+
+def test_two_domains_may_not_share_a_record_id():
+    from leakaudit.data.records import Record
+    from leakaudit.errors import InputError
+    from leakaudit.study import unique_by_id
+
+    a = Record(record_id="r1", domain="alpha", prompt="p", privileged="x")
+    b = Record(record_id="r1", domain="beta", prompt="q", privileged="y")
+    assert unique_by_id([a, a]) == {"r1": a}  # one record listed twice (e.g. background and population) is one
+    with pytest.raises(InputError, match="domains 'alpha' and 'beta'") as e:
+        unique_by_id([a, b])
+    assert e.value.record_id == "r1"
