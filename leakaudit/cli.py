@@ -182,6 +182,7 @@ def train(
         raise LeakauditError(f"{plan_dir}: no study.yaml (create the run with `leakaudit run-study` first)")
     cfg.out_root, cfg.name = str(plan_dir.parent), plan_dir.name
     study = Study(cfg)
+    study.check_before_training()
     p = study.plan()
     if all_models:
         ids = list(p.models)

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable
 
 from leakaudit import stage_marks
 from leakaudit.config import StudyConfig, dump_config, with_seed
-from leakaudit.data.records import Record, check_unique, read_jsonl, record_lines, write_jsonl
+from leakaudit.data.records import (Record, check_unique, make_record_id, read_jsonl, record_lines,
+                                    write_jsonl)
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
@@ -36,6 +37,16 @@ from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjo
 from leakaudit.rundir import RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
+
+
+def check_audit_label(record: Record, *, path: str, line: int | None) -> None:
+    """A candidate's meta.is_member, when given, is a JSON boolean (or 0 / 1): the string "false" is truthy, and
+    bool("false") made every such candidate a member."""
+    value = record.meta.get("is_member")
+    if value is None or isinstance(value, bool) or (type(value) is int and value in (0, 1)):
+        return
+    raise InputError(f"meta.is_member must be true or false (a JSON boolean), got {value!r}", path=path, line=line,
+                     record_id=record.record_id, field="meta.is_member")
 
 
 def unique_by_id(records: list[Record]) -> dict[str, Record]:
@@ -273,6 +284,15 @@ class Study:
                 self.close()
                 raise
 
+    def check_before_training(self) -> None:
+        """What `leakaudit train` checks before it trains a model of this run outside run-study (before, nothing):
+        study.yaml is the config the run was made with (its recorded hash; an edited one is refused as run-study
+        refuses it), and the records and plan stages finished on this run's inputs. Writes nothing."""
+        self._check_run_dir_config()
+        if self._check_stage_marks() <= STAGES.index("plan"):
+            raise InputError("the run's records and plan stages have not finished; start it with `leakaudit "
+                             "run-study` first", path=str(self.run.root))
+
     def _check_saved_plan(self) -> None:
         """A resumed run trains and scores with the plan prepare() rebuilt from the config, while the report and
         `leakaudit train` read the one the plan stage saved: they must be one plan (plan code or a source can change
@@ -288,9 +308,9 @@ class Study:
     def _check_run_dir_config(self) -> None:
         if not self.run.config.is_file():
             return
-        import yaml
+        from leakaudit.yamlio import read_yaml
 
-        old = yaml.safe_load(self.run.config.read_text(encoding="utf-8")) or {}
+        old = read_yaml(self.run.config) or {}
         old_hash = (old.get("_meta") or {}).get("config_hash")
         # str(): an unquoted hash of decimal digits only (~0.4% of hashes) reads back as an int
         if str(old_hash) != self.cfg.hash() and self.force_from > 0:
@@ -313,10 +333,15 @@ class Study:
         return "; " + "; ".join(hints) if hints else ""
 
     def _check_model_refs(self) -> None:
-        from leakaudit.models import resolve_model_ref
+        """Every model the run reads resolves, and a local one holds safetensors, before the run's first file (a
+        directory of pickled weights passed here and failed at its first load, after the plan was written)."""
+        from leakaudit.models import check_safetensors_only, resolve_model_ref
 
-        for ref in self.external_models().values():
-            resolve_model_ref(ref)
+        for name, ref in self.external_models().items():
+            try:
+                check_safetensors_only(resolve_model_ref(ref))
+            except InputError as e:
+                raise InputError(f"{name} model: {e}") from None
         if self.api_target:
             from leakaudit.signals.api_stage import check_api_target
 
@@ -471,6 +496,10 @@ class Study:
         domain = None
         cand_ids: set[str] = set()
         pop_ids: set[str] = set()
+        # by text as well as by id: a record given again under another id is the same text to a reference that
+        # trains on it (before, a population line repeating a candidate's text without its id passed)
+        cand_texts: dict[str, str] = {}
+        pop_texts: dict[str, str] = {}
         for role, path in files:
             recs, lines = read_jsonl(path), record_lines(path)
             for r, line in zip(recs, lines):
@@ -479,10 +508,14 @@ class Study:
                     raise InputError(f"has domain '{r.domain}', but the audit's records are of domain '{domain}' "
                                      "(one audit scores one domain)", path=str(path), line=line,
                                      record_id=r.record_id, field="domain")
-                if role in ("population", "background") and r.record_id in cand_ids:
-                    raise InputError(f"is also a candidate; the {role} (what references train on) must "
+                text = make_record_id(r.domain, r.prompt, r.privileged)
+                if role == "candidates":
+                    check_audit_label(r, path=str(path), line=line)
+                if role in ("population", "background") and (r.record_id in cand_ids or text in cand_texts):
+                    same = "" if r.record_id in cand_ids else f" (the text of candidate {cand_texts[text]})"
+                    raise InputError(f"is also a candidate{same}; the {role} (what references train on) must "
                                      "exclude every candidate", path=str(path), line=line, record_id=r.record_id)
-                if role == "background" and r.record_id in pop_ids:
+                if role == "background" and (r.record_id in pop_ids or text in pop_texts):
                     raise InputError("is also a population record; the background (trained on by every reference) "
                                      "must exclude the population (RMIA's held-out records must stay OUT)",
                                      path=str(path), line=line, record_id=r.record_id)
@@ -492,6 +525,9 @@ class Study:
             loaded[role] = recs
             cand_ids = {r.record_id for r in loaded["candidates"]}
             pop_ids = {r.record_id for r in loaded.get("population", [])}
+            cand_texts = {make_record_id(r.domain, r.prompt, r.privileged): r.record_id for r in loaded["candidates"]}
+            pop_texts = {make_record_id(r.domain, r.prompt, r.privileged): r.record_id
+                         for r in loaded.get("population", [])}
         if not audit.references and not loaded.get("population"):
             raise InputError("--population is required to train references (or give --references)",
                              field="population")
@@ -534,7 +570,7 @@ class Study:
         """The disjoint design with the given target; its labels are the candidates' meta.is_member when every
         candidate has one."""
         audit = self.cfg.audit
-        labels = [c.meta.get("is_member") for c in cands]
+        labels = [c.meta.get("is_member") for c in cands]  # each true, false or absent (check_audit_label)
         target_labels = ({c.record_id: bool(v) for c, v in zip(cands, labels)}
                          if all(v is not None for v in labels) else None)
         held_out = 0 if audit.references else len(pop) // AUDIT_HELD_OUT_FRACTION

@@ -383,3 +383,39 @@ def test_background_holding_a_candidate_or_population_record_exits_2_and_writes_
     code, _, err = _audit(capsys, tmp, target, out, "--background", background, base_model=tiny_model_dir)
     assert code == 2 and f"{background}, line 3" in err and f"is also a {clash}" in err, err
     assert not out.exists()
+
+
+def test_a_target_of_pickled_weights_exits_2_before_anything_is_written(audit_inputs, tiny_model_dir, capsys,
+                                                                        tmp_path):
+    # before: only config.json was checked up front; the run wrote its plan and failed (exit 1) at the first load
+    tmp, target = audit_inputs
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    shutil.copy(target / "config.json", pickled / "config.json")
+    (pickled / "pytorch_model.bin").write_bytes(b"not read")
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "audit", "--target", pickled, "--candidates", tmp / "cands.jsonl", "--population",
+                        tmp / "pop.jsonl", "--base-model", tiny_model_dir, "--out", out, *FAST)
+    assert code == 2 and "target model" in err and "safetensors only" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("case", ["string_label", "candidate_text_again"])
+def test_audit_inputs_that_would_corrupt_its_labels_or_references_exit_2(audit_inputs, tiny_model_dir, capsys,
+                                                                         tmp_path, case):
+    tmp, target = audit_inputs
+    cands = [json.loads(x) for x in (tmp / "cands.jsonl").read_text().splitlines()]
+    pop = [json.loads(x) for x in (tmp / "pop.jsonl").read_text().splitlines()]
+    if case == "string_label":  # before: bool("false") is True, so this candidate was labelled a member
+        cands[1]["meta"]["is_member"] = "false"
+        needle = "meta.is_member must be true or false"
+    else:  # before: compared by id only, so references trained on candidate 3's text given under another id
+        pop.append({**cands[3], "record_id": "not-the-candidate-id", "meta": {}})
+        needle = f"is also a candidate (the text of candidate {cands[3].get('record_id')}"
+    _write_jsonl(tmp_path / "cands.jsonl", cands)
+    _write_jsonl(tmp_path / "pop.jsonl", pop)
+    out = tmp_path / "run"
+    code, _, err = _run(capsys, "audit", "--target", target, "--candidates", tmp_path / "cands.jsonl",
+                        "--population", tmp_path / "pop.jsonl", "--base-model", tiny_model_dir, "--out", out, *FAST)
+    assert code == 2 and needle in err, err
+    assert not out.exists()

@@ -539,3 +539,22 @@ def test_two_domains_may_not_share_a_record_id():
     with pytest.raises(InputError, match="domains 'alpha' and 'beta'") as e:
         unique_by_id([a, b])
     assert e.value.record_id == "r1"
+
+
+def test_train_refuses_a_run_whose_study_yaml_was_edited(tmp_path, tiny_model_dir, capsys):
+    """`leakaudit train --plan` checked nothing before: with study.yaml edited after the plan, it trained a student
+    under the new config, and run-study later reused it (finished students are checked by their record ids)."""
+    from leakaudit.cli import main
+    from leakaudit.config import load_config
+
+    root = Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).run_all(until="plan")
+    cfg = load_config(root / "study.yaml")
+    cfg.out_root, cfg.name = str(root.parent), root.name
+    Study(cfg, progress=False, log=lambda m: None).check_before_training()  # as made: nothing to refuse
+    text = (root / "study.yaml").read_text()
+    assert "epochs: 1\n" in text
+    (root / "study.yaml").write_text(text.replace("epochs: 1\n", "epochs: 3\n", 1))
+    before = sorted(p.name for p in root.rglob("*"))
+    code = main(["train", "--plan", str(root), "--model-id", "math-s0"])
+    assert code == 2 and "different config" in capsys.readouterr().err
+    assert sorted(p.name for p in root.rglob("*")) == before
