@@ -166,11 +166,11 @@ def recipe_sources(req: AuditRequest) -> dict[str, str]:
     """Where each part of the references' recipe came from: '--teacher', '--set <key>', '--config <path>',
     'preset <name>' or 'audit default (teacher.kind=self)'. Keys: teacher, and the training keys of
     RECIPE_TRAINING_KEYS."""
-    import yaml
+    from leakaudit.yamlio import read_yaml
 
     file_dict: dict[str, Any] = {}
     if req.config is not None and Path(req.config).is_file():
-        file_dict = yaml.safe_load(Path(req.config).read_text(encoding="utf-8")) or {}
+        file_dict = read_yaml(req.config) or {}
     preset = req.preset or (file_dict.get("preset") if isinstance(file_dict, dict) else None) or "default"
     set_keys = _set_keys(req.overrides)
 

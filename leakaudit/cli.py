@@ -95,7 +95,7 @@ def records(
 ) -> None:
     """Load records from a source and print them as JSONL (or write them to --out)."""
     from leakaudit.data.records import write_jsonl
-    from leakaudit.data.sources import available_sources, load_source
+    from leakaudit.data.sources import available_sources, check_source_options, load_source
 
     if list_sources:
         for name, desc in available_sources().items():
@@ -103,7 +103,9 @@ def records(
         return
     if not source:
         raise typer.BadParameter("--source is required (or --list)")
-    recs = load_source(source, limit=limit, seed=seed, **_parse_options(option))
+    options = _parse_options(option)
+    check_source_options(source, options, where="--option")  # as run-study checks data.domains.<d>.options
+    recs = load_source(source, limit=limit, seed=seed, **options)
     if count:
         from collections import Counter
 

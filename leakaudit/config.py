@@ -33,12 +33,13 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import ConfigDict, TypeAdapter, ValidationError, WrapValidator
+from pydantic import ConfigDict, StrictBool, StrictInt, TypeAdapter, ValidationError, WrapValidator
 from pydantic_core import PydanticCustomError
 
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.memory import ALLOCATOR_POLICIES
 from leakaudit.signals.backend import SamplingConfig
+from leakaudit.yamlio import load_yaml, read_yaml
 from shadow_models.config import OPDConfig, TeacherPrepConfig
 
 PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "tiny")
@@ -46,6 +47,8 @@ PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated"}
 """teacher.kind values for a teacher the run prepares itself -> its SFT target (shadow_models.teacher_prep)."""
 
 _FORBID = ConfigDict(extra="forbid")
+# Fields typed StrictBool / StrictInt refuse the other (pydantic's lax mode reads `seed: true` as 1 and
+# `trust_remote_code: 1` as True); YAML (files and --set values alike) gives real ints and bools, so they load.
 
 
 def _located(value: Any, handler: Any) -> Any:
@@ -112,7 +115,7 @@ class DataConfig:
     """Token budget for a record's prompt; longer records are an input error."""
     max_privileged_tokens: int = 384
     """Token budget for a record's privileged context."""
-    drop_over_budget: bool = True
+    drop_over_budget: StrictBool = True
     """Built-in sources: drop records over a token budget from the pool before the split (counted in the
     log). False makes any such record an input error naming it."""
 
@@ -141,7 +144,7 @@ class PlanConfig:
 
     n_students: int = 4
     """Students per domain (even). Each is a target in turn; its matched references are the others."""
-    null_student: bool = True
+    null_student: StrictBool = True
     """Also train a student on population records only: the built-in null check (AUROC must be ≈ 0.5)."""
     n_null_students: int = 1
     """With null_student: null students per domain (1 to n_students), each trained on its own n_candidates/2
@@ -223,14 +226,14 @@ class SignalsConfig:
     null = derived by the study per target from the master `seed`; an int is used as is."""
     score_batch_size: int = 16
     """Sequences per forward pass when scoring."""
-    autocast_bf16: bool = False
+    autocast_bf16: StrictBool = False
     """bf16 autocast for scoring. Off by default: its per-token error (mean 0.016, max 0.18 nats on
     smollm2-135m, bench/bench_signals.py) is the size of the gaps attacks look for. Sampling runs on a bf16
     copy of the weights where bf16 is native either way (every model then scores the samples in fp32)."""
     vllm_stats_topk: int = -1
     """vLLM only: log-probs returned per position for Min-K%++'s vocabulary statistics; -1 = the whole
     vocabulary (exact, heavy), k > 0 = an estimate from the top k."""
-    share_prefix: bool = True
+    share_prefix: StrictBool = True
     """transformers backend: score the n trajectories of a record from one KV cache of their shared prompt
     instead of re-running the prompt per trajectory (HFOptions.share_prefix). Changes only speed: the scores
     equal the per-sequence path's up to float noise (fp32 max abs diff 2.5e-5 / 2.9e-5 nats on smollm2-135m,
@@ -238,7 +241,7 @@ class SignalsConfig:
     model), and scoring the default preset's trajectories runs 1.78x / 1.82x faster (bench/results/
     signals_prefix.json, signals_stage.json). Only score_fresh repeats prompts; score_fixed is unchanged. vLLM:
     ignored (its prompt-logprob requests bypass its prefix cache; scores are the same either way)."""
-    share_prefill: bool = False
+    share_prefill: StrictBool = False
     """transformers backend: sample the n trajectories of a prompt from one prefill of it, in a decode loop of
     leakaudit's own instead of model.generate (HFOptions.share_prefill). Off: it did not pay (0.91-1.14x on
     smollm2-135m, median 1.02x, bench/results/signals_prefix.json; decoding, not the prefill, dominates), and
@@ -305,7 +308,7 @@ class MetricsConfig:
 
     n_boot: int = 1000
     """Bootstrap resamples for AUROC confidence intervals."""
-    seed: int = 0
+    seed: StrictInt = 0
 
     def __post_init__(self) -> None:
         if self.n_boot < 0:
@@ -449,11 +452,11 @@ class StudyConfig:
     name: str = "default"
     """Run directory name under out_root."""
     out_root: str = "runs"
-    seed: int = 0
+    seed: StrictInt = 0
     """Master seed: membership plan, training order, sampling (each stage derives its own from this)."""
     base_model: str = "smollm2-135m"
     """Student initialisation: 'smollm2-135m' (offline), a hub id, or a local checkpoint directory."""
-    trust_remote_code: bool = False
+    trust_remote_code: StrictBool = False
     data: Checked[DataConfig] = field(default_factory=_default_data)
     plan: Checked[PlanConfig] = field(default_factory=PlanConfig)
     teacher: Checked[TeacherConfig] = field(default_factory=TeacherConfig)
@@ -640,7 +643,7 @@ def preset_dict(name: str) -> dict[str, Any]:
     if not isinstance(name, str) or name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
     text = resources.files("leakaudit.presets").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text) or {}
+    return load_yaml(text) or {}
 
 
 def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -665,7 +668,7 @@ def apply_set(d: dict[str, Any], assignment: str) -> dict[str, Any]:
     if not all(p.strip() for p in parts):
         raise ConfigError(f"--set {assignment!r}: {key!r} is not a dotted key")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""  # UniqueKeySafeLoader: a yaml.SafeLoader
     except yaml.YAMLError as e:  # includes ConstructorError for tags such as !!python/object
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"--set {assignment!r}: the value is not plain YAML ({problem})") from None
@@ -687,29 +690,47 @@ def load_config(path: str | Path | None = None, *, preset: str | None = None,
     """Resolve a study config: preset (default 'default', or the file's `preset:` key) < file < --set, then
     validate all of it (ConfigError naming the dotted location; InputError for a file that cannot be read)."""
     file_dict: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
+    p = Path(path) if path is not None else None
+    if p is not None:
         if not p.is_file():
             raise InputError("config file not found", path=str(p))
-        try:
-            file_dict = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as e:
-            raise InputError(f"invalid YAML: {e}", path=str(p)) from e
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"cannot read the config file: {e}", path=str(p)) from e
+        file_dict = read_yaml(p)  # InputError naming the file and line: unreadable, not YAML, a key given twice
+        if file_dict is None:
+            raise ConfigError(f"{p}: empty config (no keys, only comments or nothing); a study config file must set "
+                              "something, e.g. `preset: default`")
         if not isinstance(file_dict, dict):
             raise InputError("a study config must be a mapping", path=str(p))
     file_dict.pop("_meta", None)  # provenance block that run-study appends to study.yaml
+    from_file = not preset and bool(file_dict.get("preset"))
     preset = preset or file_dict.pop("preset", None) or "default"
-    merged = deep_merge(preset_dict(preset), file_dict)
+    try:
+        merged = deep_merge(preset_dict(preset), file_dict)
+    except ConfigError as e:
+        if not from_file:
+            raise
+        raise ConfigError(f"{p}: preset: {e}") from None
     file_domains = (file_dict.get("data") or {}).get("domains") if isinstance(file_dict.get("data"), dict) else None
     if file_domains is not None:
         # the domains a file lists are the study's domains: never add the preset's other domains to them
         merged["data"]["domains"] = copy.deepcopy(file_domains)
+    from_file_only = copy.deepcopy(merged)
     for assignment in overrides:
         merged = apply_set(merged, assignment)
     merged.setdefault("name", preset)
-    return validate_config(merged)
+    try:
+        return validate_config(merged)
+    except ConfigError as e:
+        if p is None:
+            raise
+        if overrides:  # name the file only when the file itself (without the --set overrides) is bad
+            from_file_only.setdefault("name", preset)
+            try:
+                validate_config(from_file_only)
+            except ConfigError:
+                pass
+            else:
+                raise
+        raise ConfigError(f"{p}: {e}") from None
 
 
 def restrict_domains(cfg: StudyConfig, domains: list[str] | tuple[str, ...]) -> StudyConfig:

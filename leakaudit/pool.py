@@ -30,7 +30,9 @@ import yaml
 from leakaudit.errors import InputError
 from leakaudit.io import atomic_path, read_json, write_json, write_text
 from leakaudit.locks import run_exclusively
+from leakaudit.report.load import read_scores
 from leakaudit.rundir import RunDir
+from leakaudit.yamlio import read_yaml
 
 POOL_FILE = "pool.json"
 SHARD_FREE_KEYS = ("name", "out_root", "execution")
@@ -89,7 +91,7 @@ def check_shards(runs: Sequence[Path]) -> list[dict]:
             if not needed.is_file():
                 raise InputError(f"has no {what}", path=str(rd.root))
         recipe, domains, seed = shard_recipe(rd.config)
-        scores = pd.read_parquet(rd.scores, columns=["domain"])
+        scores = read_scores(rd.scores, columns=["domain"])
         extra = sorted(set(scores["domain"]) - set(domains))
         if extra:
             raise InputError(f"scores rows of domains {extra} that study.yaml's data.domains does not list",
@@ -118,7 +120,7 @@ def _pool_record(shards: list[dict]) -> dict:
     rows = []
     for s in shards:
         rd = RunDir(s["path"])
-        config = yaml.safe_load(rd.config.read_text(encoding="utf-8")) or {}
+        config = read_yaml(rd.config) or {}
         rows.append({"path": str(rd.root), "name": config.get("name"), "domains": s["domains"], "seed": s["seed"],
                      "config_hash": run_config_hash(config), "scores_sha256": file_sha256(rd.scores),
                      "teacher": teacher_info(rd.root, config), "env": _read_optional(rd.env)})
@@ -140,11 +142,11 @@ def _same_inputs(out: RunDir, record: dict) -> bool:
 
 def merged_config(shards: list[dict], out: Path) -> dict:
     """The first shard's study.yaml with every shard's domains, named after the pooled directory."""
-    config = yaml.safe_load(RunDir(shards[0]["path"]).config.read_text(encoding="utf-8")) or {}
+    config = read_yaml(RunDir(shards[0]["path"]).config) or {}
     config.pop("_meta", None)
     domains: dict = {}
     for s in shards:
-        c = yaml.safe_load(RunDir(s["path"]).config.read_text(encoding="utf-8")) or {}
+        c = read_yaml(RunDir(s["path"]).config) or {}
         domains.update(c["data"]["domains"])
     config["data"]["domains"] = domains
     config["name"], config["out_root"] = out.name, str(out.parent)
@@ -225,7 +227,7 @@ def _write_pool(out_rd: RunDir, shards: list[dict], record: dict, *, n_boot: int
 
     rds = [RunDir(s["path"]) for s in shards]
     # everything is read (and checked) before the first file is written
-    scores = pd.concat([pd.read_parquet(rd.scores) for rd in rds], ignore_index=True)
+    scores = pd.concat([read_scores(rd.scores) for rd in rds], ignore_index=True)
     records = [read_jsonl(rd.records) for rd in rds] if all(rd.records.is_file() for rd in rds) else None
     config = merged_config(shards, out_rd.root)
     realism = merge_realism([_read_optional(rd.realism) or (realism_card(rd.root) if rd.membership.is_file()
@@ -233,7 +235,7 @@ def _write_pool(out_rd: RunDir, shards: list[dict], record: dict, *, n_boot: int
     teacher_lit = merge_teacher_literalness([_read_optional(rd.teacher_literalness) for rd in rds])
     sample_lit = merge_sample_literalness([_read_optional(rd.sample_literalness) for rd in rds])
     balance = [row for rd in rds
-               for row in design_check(rd, yaml.safe_load(rd.config.read_text(encoding="utf-8")) or {})]
+               for row in design_check(rd, read_yaml(rd.config) or {})]
     health = [row for rd in rds for row in training_health(rd.root / "models")]
 
     out_rd.root.mkdir(parents=True, exist_ok=True)

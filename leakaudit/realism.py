@@ -543,11 +543,10 @@ def realism_card(run_root: str | Path, *, tokenizer: Any = None) -> dict:
     "reason", "targets": [per TargetView], "domains": {domain: {"n_targets", "targets", "levels"}} pooled over
     the domain's real targets}. `tokenizer` decodes the samples (default: study.yaml's base_model's, loaded only
     when a target has fresh trajectories). Reads the run only; runs no model."""
-    import yaml
-
     from leakaudit.data.records import read_jsonl
     from leakaudit.membership import PLAN_FILE, MembershipPlan
     from leakaudit.rundir import RunDir
+    from leakaudit.yamlio import read_yaml
 
     run = RunDir(Path(run_root))
     card: dict = {"definitions": DEFINITIONS, "base_quality": BASE_QUALITY, "measured": False, "reason": None,
@@ -556,7 +555,7 @@ def realism_card(run_root: str | Path, *, tokenizer: Any = None) -> dict:
         card["reason"] = "no membership plan (membership.parquet, plan.json): no targets to describe"
         return card
     plan = MembershipPlan.load(run.plan_dir)
-    config = (yaml.safe_load(run.config.read_text(encoding="utf-8")) or {}) if run.config.is_file() else {}
+    config = (read_yaml(run.config) or {}) if run.config.is_file() else {}
     try:
         records = {r.record_id: r for r in read_jsonl(run.records)}
     except LeakauditError:

@@ -127,3 +127,128 @@ def test_run_study_with_a_bad_key_exits_2_and_writes_nothing(tmp_path, capsys):
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "training.epochz" in lines[0]
     assert not out_root.exists() or not any(out_root.rglob("*"))
+
+
+# ---- config files: duplicate keys, empty files, bool vs int, which file (config loading review) ------------------
+def test_a_key_given_twice_in_a_config_file_names_the_file_line_and_key(tmp_path):
+    f = tmp_path / "study.yaml"
+    f.write_text("preset: tiny\nseed: 1\nname: x\nseed: 2\n")
+    with pytest.raises(InputError) as err:
+        load_config(f)
+    msg = str(err.value)
+    assert str(f) in msg and "line 4" in msg and "duplicate key 'seed'" in msg and "line 2" in msg
+    f.write_text("preset: tiny\nsignals:\n  share_prefix: true\n  score_batch_size: 4\n  share_prefix: false\n")
+    with pytest.raises(InputError, match=re.escape(f"{f}, line 5: duplicate key 'share_prefix'")):
+        load_config(f)
+    # a merge key (<<) may still be overridden: that is not a duplicate
+    from leakaudit.yamlio import load_yaml
+
+    assert load_yaml("base: &b {a: 1}\nc:\n  <<: *b\n  a: 2\n") == {"base": {"a": 1}, "c": {"a": 2}}
+
+
+def test_the_duplicate_key_loader_stays_safe(tmp_path):
+    import yaml
+
+    from leakaudit.yamlio import UniqueKeySafeLoader, read_yaml
+
+    assert issubclass(UniqueKeySafeLoader, yaml.SafeLoader)
+    marker = tmp_path / "ran"
+    f = tmp_path / "study.yaml"
+    f.write_text(f"!!python/object/apply:os.system ['touch {marker}']\n")
+    with pytest.raises(InputError, match=re.escape(str(f))):
+        read_yaml(f)
+    assert not marker.exists()
+
+
+def test_run_study_with_a_duplicate_key_exits_2_and_writes_nothing(tmp_path, capsys):
+    from leakaudit.cli import main
+
+    out_root = tmp_path / "runs"
+    f = tmp_path / "my.yaml"
+    f.write_text(f"preset: tiny\nout_root: {out_root}\nseed: 1\nseed: 2\n")
+    code = main(["run-study", "--config", str(f)])
+    err = capsys.readouterr().err
+    assert code == 2 and str(f) in err and "line 4" in err and "'seed'" in err
+    assert not out_root.exists()
+
+
+@pytest.mark.parametrize("text", ["", "\n", "# only a comment\n# and another\n", "---\n"])
+def test_an_empty_config_file_is_refused(tmp_path, text):
+    f = tmp_path / "empty.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(f"{f}: empty config")):
+        load_config(f)
+
+
+@pytest.mark.parametrize("overrides,where", [
+    (["seed=true"], "seed: Input should be a valid integer"),
+    (["trust_remote_code=1"], "trust_remote_code: Input should be a valid boolean"),
+    (["trust_remote_code=0"], "trust_remote_code: Input should be a valid boolean"),
+    (["metrics.seed=false"], "metrics.seed: Input should be a valid integer"),
+    (["plan.null_student=1"], "plan.null_student: Input should be a valid boolean"),
+])
+def test_bool_and_int_are_not_interchangeable(overrides, where, tmp_path):
+    with pytest.raises(ConfigError, match=re.escape(where)):
+        load_config(preset="tiny", overrides=overrides)
+    key, value = overrides[0].split("=")
+    f = tmp_path / "study.yaml"
+    head, _, last = key.rpartition(".")
+    f.write_text("preset: tiny\n" + (f"{head}: {{{last}: {value}}}\n" if head else f"{key}: {value}\n"))
+    with pytest.raises(ConfigError, match=re.escape(f"{f}: {where}")):
+        load_config(f)
+
+
+def test_ints_and_bools_still_load_from_set_and_files(tmp_path):
+    cfg = load_config(preset="tiny", overrides=["seed=3", "trust_remote_code=true", "metrics.seed=2",
+                                                "plan.null_student=false", "signals.share_prefix=no"])
+    assert (cfg.seed, cfg.trust_remote_code, cfg.metrics.seed) == (3, True, 2)
+    assert cfg.plan.null_student is False and cfg.signals.share_prefix is False
+    f = tmp_path / "study.yaml"
+    f.write_text("preset: tiny\nseed: 5\ntrust_remote_code: false\n")
+    assert load_config(f).seed == 5
+
+
+def test_errors_of_a_config_file_name_the_file_but_set_errors_do_not(tmp_path):
+    f = tmp_path / "study.yaml"
+    f.write_text("preset: tiny\nbogus: 1\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{f}: bogus: unknown key")):
+        load_config(f)
+    with pytest.raises(ConfigError, match=re.escape(f"{f}: bogus: unknown key")):
+        load_config(f, overrides=["seed=1"])
+    f.write_text("preset: nosuch\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{f}: preset: unknown preset 'nosuch'")):
+        load_config(f)
+    f.write_text("preset: tiny\nseed: 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(f, overrides=["training.epochz=3"])
+    assert str(err.value).startswith("training.epochz: unknown key")  # the --set message, unchanged
+
+
+@pytest.mark.parametrize("bad,where", [("bogus: 1\n", "bogus: unknown key"), ("seed: 0\n", "line")])
+def test_pool_names_the_shard_study_yaml_that_is_bad(tmp_path, capsys, bad, where):
+    import pandas as pd
+
+    from leakaudit.cli import main
+    from leakaudit.config import dump_config, restrict_domains
+
+    full = load_config(preset="tiny")
+    domains = list(full.data.domains)
+    if len(domains) < 2:
+        full = load_config(preset="tiny", overrides=["data.domains={a: {source: champ}, b: {source: champ}}"])
+        domains = list(full.data.domains)
+    shards = []
+    for i, d in enumerate(domains[:2]):
+        s = tmp_path / f"s{i + 1}"
+        s.mkdir()
+        (s / "study.yaml").write_text(dump_config(restrict_domains(full, [d])))
+        pd.DataFrame({"domain": [d]}).to_parquet(s / "scores.parquet", index=False)
+        shards.append(s)
+    with open(shards[1] / "study.yaml", "a", encoding="utf-8") as fh:
+        fh.write(bad)  # an unknown key, or a key the file already has
+    out = tmp_path / "P"
+    code = main(["pool", str(shards[0]), str(shards[1]), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    line = [x for x in err.splitlines() if x.strip()][-1]
+    assert str(shards[1] / "study.yaml") in line and where in line
+    assert not out.exists() or not any(p for p in out.rglob("*") if not p.name.startswith("."))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -31,16 +32,41 @@ def table_rows(frame: pd.DataFrame, first_line: int) -> Iterator[tuple[int, dict
         yield first_line + offset, row
 
 
+def read_csv_frame(path: Path) -> pd.DataFrame:
+    """The CSV as strings; pandas' parse errors (empty file, a row with more fields than the header, an unclosed
+    quote) become InputError naming the file and, when pandas reports one, the line."""
+    try:
+        return pd.read_csv(io.StringIO(decode_utf8(path)), dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError as e:
+        raise InputError("is empty: a CSV needs a header line naming its columns", path=str(path)) from e
+    except pd.errors.ParserError as e:
+        message = " ".join(str(e).split())
+        found = re.search(r"\bline (\d+)", message)
+        raise InputError(f"is not a valid CSV ({message})", path=str(path),
+                         line=int(found.group(1)) if found else None) from e
+
+
+def read_parquet_frame(path: Path) -> pd.DataFrame:
+    """The parquet file's rows; pyarrow's errors on a corrupt or unreadable file become InputError naming it."""
+    import pyarrow
+
+    try:
+        return pd.read_parquet(path)
+    except (pyarrow.ArrowException, OSError) as e:
+        message = " ".join(str(e).split())
+        raise InputError(f"is not a readable parquet file ({message})", path=str(path)) from e
+
+
 def read_rows(path: Path) -> tuple[list[str] | None, Iterator[tuple[int, dict[str, Any]]]]:
     """The file's column names (None for JSONL, whose keys vary by line) and its numbered rows."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json"):
         return None, jsonl_rows(path)
     if suffix == ".csv":
-        frame = pd.read_csv(io.StringIO(decode_utf8(path)), dtype=str, keep_default_na=False)
+        frame = read_csv_frame(path)
         return list(frame.columns), table_rows(frame, first_line=2)
     if suffix == ".parquet":
-        frame = pd.read_parquet(path)
+        frame = read_parquet_frame(path)
         return list(frame.columns), table_rows(frame, first_line=1)
     raise InputError("unsupported file type; use .jsonl, .csv or .parquet", path=str(path))
 

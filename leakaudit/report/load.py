@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from leakaudit.errors import InputError
 from leakaudit.io import read_json
 from leakaudit.metrics import normalise_scores
 from leakaudit.report.leakmap import validate_leak_map
 from leakaudit.rundir import RunDir
+from leakaudit.yamlio import read_yaml
 
 
 @dataclass
@@ -39,16 +39,27 @@ class RunData:
         return lab[~lab["null_check"]]
 
 
+def read_scores(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """A run's scores.parquet (only `columns` when given); a corrupt or unreadable file, or one without the asked
+    columns, is an InputError naming it (pyarrow's own message kept) rather than a traceback."""
+    import pyarrow
+
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except (pyarrow.ArrowException, OSError) as e:
+        message = " ".join(str(e).split())
+        raise InputError(f"is not a readable scores table ({message})", path=str(path)) from e
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Load scores.parquet (required) and study.yaml, env.json, leak_map.json, metrics.csv when present."""
     run = RunDir(Path(run_dir))
     if not run.scores.is_file():
         raise InputError("no scores.parquet: run the attacks stage first", path=str(run.scores))
-    scores = normalise_scores(pd.read_parquet(run.scores))
+    scores = normalise_scores(read_scores(run.scores))
     config = {}
     if run.config.is_file():
-        with open(run.config, encoding="utf-8") as f:
-            config = yaml.safe_load(f) or {}
+        config = read_yaml(run.config) or {}
     env = read_json(run.env) if run.env.is_file() else {}
     leak_map = validate_leak_map(read_json(run.leak_map), path=str(run.leak_map)) if run.leak_map.is_file() else None
     metrics = pd.read_csv(run.metrics_csv) if run.metrics_csv.is_file() else None

@@ -54,9 +54,9 @@ def teacher_info(run_dir: str | Path, config: dict | None = None,
     teacher_literalness.json (read when None)."""
     rd = RunDir(Path(run_dir))
     if config is None:
-        import yaml
+        from leakaudit.yamlio import read_yaml
 
-        config = (yaml.safe_load(rd.config.read_text(encoding="utf-8")) or {}) if rd.config.is_file() else {}
+        config = (read_yaml(rd.config) or {}) if rd.config.is_file() else {}
     if teacher_lit is None:
         teacher_lit = _read(rd.teacher_literalness)
     section = (config or {}).get("teacher")
