@@ -39,6 +39,14 @@ from leakaudit.rundir import RunDir
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
 
 
+def model_ref_key(name: str) -> str:
+    """The config key (and flag) of an external_models() entry, for errors: 'base' -> 'base_model', ..."""
+    if name.startswith("reference"):
+        return f"audit.references[{name[len('reference'):]}] (--references)"
+    return {"base": "base_model (--base-model)", "teacher": "teacher.kind (--teacher)",
+            "target": "audit.target (--target)"}.get(name, name)
+
+
 def check_audit_label(record: Record, *, path: str, line: int | None) -> None:
     """A candidate's meta.is_member, when given, is a JSON boolean (or 0 / 1): the string "false" is truthy, and
     bool("false") made every such candidate a member."""
@@ -260,6 +268,7 @@ class Study:
         """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2)."""
         check_backend(self.cfg.execution)
         self._check_run_dir_config()
+        self._check_model_refs()  # first: the records' token budget loads base_model's tokenizer
         if self.is_audit:
             cands, pop = self._audit_records()
             records, teacher_pool = cands + pop + self._audit_background, []
@@ -270,7 +279,6 @@ class Study:
             records = records + [r for extra in (background, reference) for d in sorted(extra) for r in extra[d]]
         self._records = unique_by_id(records)
         self._teacher_records = teacher_pool
-        self._check_model_refs()
         self._check_attack_signals()
         self._todo_from = self._check_stage_marks()
         self._check_saved_plan()
@@ -341,7 +349,7 @@ class Study:
             try:
                 check_safetensors_only(resolve_model_ref(ref))
             except InputError as e:
-                raise InputError(f"{name} model: {e}") from None
+                raise InputError(f"{model_ref_key(name)}: {e}") from None
         if self.api_target:
             from leakaudit.signals.api_stage import check_api_target
 

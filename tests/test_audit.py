@@ -396,7 +396,7 @@ def test_a_target_of_pickled_weights_exits_2_before_anything_is_written(audit_in
     out = tmp_path / "run"
     code, _, err = _run(capsys, "audit", "--target", pickled, "--candidates", tmp / "cands.jsonl", "--population",
                         tmp / "pop.jsonl", "--base-model", tiny_model_dir, "--out", out, *FAST)
-    assert code == 2 and "target model" in err and "safetensors only" in err, err
+    assert code == 2 and "audit.target (--target)" in err and "safetensors only" in err, err
     assert not out.exists()
 
 

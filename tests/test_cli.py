@@ -83,6 +83,14 @@ def test_plan_refuses_fewer_than_four_students_as_run_study_does(tmp_path, capsy
     assert not (tmp_path / "plan").exists()
 
 
+def test_a_missing_base_model_is_named_by_its_key(tmp_path, capsys):
+    # before: "unknown model reference '...'" from the token-budget check, naming no key
+    code, _, err = _run(capsys, "run-study", "--preset", "tiny", "--set", f"base_model={tmp_path / 'nope'}",
+                        "--set", f"out_root={tmp_path / 'out'}")
+    assert code == 2 and err.startswith("error: base_model (--base-model): unknown model reference"), err
+    assert not (tmp_path / "out").exists()
+
+
 def test_run_study_bad_override_exits_2(tmp_path, capsys):
     code, _, err = _run(capsys, "run-study", "--set", "plan.n_students=3", "--set", f"out_root={tmp_path}")
     assert code == 2 and "n_students" in err
