@@ -126,15 +126,35 @@ def audit_config(req: AuditRequest) -> StudyConfig:
     overrides, preset = _request_layers(req)
     cfg = load_config(req.config, preset=preset, overrides=overrides)
     out = Path(req.out)
-    audit = AuditConfig(target=str(req.target), candidates=str(req.candidates),
-                        population=str(req.population) if req.population else None,
-                        background=str(req.background) if req.background else None,
-                        references=[str(r) for r in req.references], n_references=req.n_train_references,
-                        target_model=req.target_model, api_key_env=req.api_key_env,
-                        api_concurrency=req.api_concurrency, api_timeout_s=req.api_timeout_s,
-                        api_max_retries=req.api_max_retries)
-    return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
-                               out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
+    try:
+        audit = AuditConfig(target=str(req.target), candidates=str(req.candidates),
+                            population=str(req.population) if req.population else None,
+                            background=str(req.background) if req.background else None,
+                            references=[str(r) for r in req.references], n_references=req.n_train_references,
+                            target_model=req.target_model, api_key_env=req.api_key_env,
+                            api_concurrency=req.api_concurrency, api_timeout_s=req.api_timeout_s,
+                            api_max_retries=req.api_max_retries)
+        return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
+                                   out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
+    except ConfigError as e:
+        raise ConfigError(flag_named(str(e), out)) from None
+
+
+AUDIT_FLAGS = {"audit.n_references": "--train-references", "audit.target": "--target",
+               "audit.candidates": "--candidates", "audit.population": "--population",
+               "audit.background": "--background", "audit.references": "--references"}
+"""The audit's config keys that come from one CLI flag each: its errors name the flag the auditor typed."""
+
+
+def flag_named(message: str, out: Path) -> str:
+    """A ConfigError message from AuditConfig / the run-directory name, its key replaced by the audit's flag
+    ('audit.n_references: must be >= 1' -> '--train-references: ...'; 'name: ...' -> '--out <out>: ...')."""
+    key, sep, rest = message.partition(":")
+    if sep and key in AUDIT_FLAGS:
+        return f"{AUDIT_FLAGS[key]}:{rest}"
+    if sep and key == "name":
+        return f"--out {out}:{rest}"
+    return message
 
 
 def offline_attacks(attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:

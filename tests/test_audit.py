@@ -285,6 +285,20 @@ def test_bad_recipe_flags_are_errors_naming_the_flag(kw, needle, tmp_path, monke
         audit_config(_request(**kw))
 
 
+@pytest.mark.parametrize("kw, needle", [
+    ({"n_train_references": 0}, "--train-references: must be >= 1, got 0"),  # was: audit.n_references: ...
+    ({"out": Path(".")}, "--out .: must be a non-empty run directory name"),  # was: name: ...
+])
+def test_audit_settings_from_flags_are_errors_naming_the_flag(kw, needle, tmp_path, monkeypatch):
+    from leakaudit.audit import audit_config
+    from leakaudit.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        audit_config(_request(**kw))
+    assert str(e.value) == needle
+
+
 def test_bad_teacher_exits_2_naming_it_and_writes_nothing(audit_inputs, tiny_model_dir, capsys, tmp_path):
     tmp, target = audit_inputs
     out = tmp_path / "run"
