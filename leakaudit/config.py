@@ -668,7 +668,7 @@ def apply_set(d: dict[str, Any], assignment: str) -> dict[str, Any]:
     if not all(p.strip() for p in parts):
         raise ConfigError(f"--set {assignment!r}: {key!r} is not a dotted key")
     try:
-        value = load_yaml(raw) if raw.strip() else ""  # UniqueKeySafeLoader: a yaml.SafeLoader
+        value = load_yaml(raw) if raw.strip() else ""  # yaml.safe_load, a duplicate key refused
     except yaml.YAMLError as e:  # includes ConstructorError for tags such as !!python/object
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"--set {assignment!r}: the value is not plain YAML ({problem})") from None
