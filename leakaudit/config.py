@@ -169,13 +169,12 @@ class PlanConfig:
     def __post_init__(self) -> None:
         if self.n_offline_references < 0:
             raise ConfigError(f"plan.n_offline_references: must be >= 0, got {self.n_offline_references}")
-        if self.n_students < 2 or self.n_students % 2:
-            raise ConfigError(f"plan.n_students: must be even and >= 2, got {self.n_students}")
+        from leakaudit.membership import check_n_students  # here: membership's module imports stay config-free
+
+        check_n_students(self.n_students)
         if not 0 <= self.n_matched_references <= self.n_students // 2 - 1 and self.n_matched_references:
             raise ConfigError(f"plan.n_matched_references: must be in [1, n_students/2 - 1 = "
                               f"{self.n_students // 2 - 1}] or 0, got {self.n_matched_references}")
-        if self.n_students < 4:
-            raise ConfigError("plan.n_students: must be >= 4 so every record has at least one matched reference")
         if self.null_student and not 1 <= self.n_null_students <= self.n_students:
             raise ConfigError(f"plan.n_null_students: must be in [1, n_students = {self.n_students}] (each takes "
                               f"its labels from another student), got {self.n_null_students}")

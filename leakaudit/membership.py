@@ -265,13 +265,13 @@ def _stable_seed(*parts: object) -> int:
 def split_pool(record_ids: Sequence[str], n_candidates: int, n_population: int, seed: int,
                salt: str = "", n_teacher: int = 0, parts: dict[str, int] | None = None) -> tuple[list[str], list[str]]:
     """Shuffle one pool with `seed` and cut it into candidates and population (disjoint).
-    `n_teacher` only checks that the pool also holds that many more records (teacher, background, reference-only:
-    see `teacher_slice`); `parts` names them for the error ({'teacher': 64, 'background': 32, ...}, summing to it)."""
+    `n_teacher` only checks that the pool also holds that many more records (see `teacher_slice`); `parts`, when
+    given, names those records instead ({'teacher': 64, 'background': 32, ...}; their sum replaces n_teacher)."""
     ids = sorted(set(record_ids))
     if len(ids) != len(record_ids):
         raise InputError("duplicate record ids in the pool")
-    if n_candidates + n_population + n_teacher > len(ids):
-        named = parts or {"teacher": n_teacher}
+    named = parts if parts is not None else {"teacher": n_teacher}
+    if n_candidates + n_population + sum(named.values()) > len(ids):
         extra = "".join(f" + {n} {name} records" for name, n in named.items() if n)
         raise ConfigError(f"pool {salt or ''} has {len(ids)} records; {n_candidates} candidates + "
                           f"{n_population} population{extra} requested")
@@ -386,6 +386,15 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
     return keep
 
 
+def check_n_students(n_students: int) -> None:
+    """Students per domain of a keep matrix: even (half are IN for each record) and >= 4, so every record has at least
+    one matched OUT reference besides its target (with 2, `leakaudit plan --n-students 2` wrote a plan with none).
+    The one check: PlanConfig and keep_matrix_plan both call it."""
+    if n_students < 4 or n_students % 2:
+        raise ConfigError(f"plan.n_students: must be even and >= 4 so every record has at least one matched "
+                          f"reference, got {n_students}")
+
+
 def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_candidates: int, n_population: int,
                      seed: int, null_student: bool = True, keep_design: str = "lira",
                      background: dict[str, Sequence[str]] | None = None, n_offline: int = 0,
@@ -411,11 +420,7 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     """
     if keep_design not in KEEP_DESIGNS:
         raise ConfigError(f"plan.keep_design must be one of {KEEP_DESIGNS}, got {keep_design!r}")
-    if n_students < 4 or n_students % 2:
-        # as PlanConfig: with 2 students a record's only OUT student is the target's partner, so no target has a
-        # matched reference (`leakaudit plan --n-students 2` wrote such a plan)
-        raise ConfigError(f"plan.n_students: must be even and >= 4 so every record has at least one matched "
-                          f"reference, got {n_students}")
+    check_n_students(n_students)
     if null_student and not 1 <= n_null_students <= n_students:
         raise ConfigError(f"plan.n_null_students: must be in [1, n_students = {n_students}] (each takes its "
                           f"labels from another student), got {n_null_students}")

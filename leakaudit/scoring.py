@@ -94,7 +94,7 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
     # with offline references only the attacks that read references differ from the matched-design rows
     offline_specs = offline_design_specs(cfg.attacks)
     frames = []
-    best: tuple[float, Any, Any, str] | None = None
+    best: tuple[float, Any, AttackInputs, str, str] | None = None  # score, view, inputs, record_id, selected
     # the leak map follows the first configured Leaky (its scores alone: variants sit on other scales)
     leaky_spec = next((a for a in specs if a.name == "leaky"), None)
     for view, inputs in tqdm(run_inputs(run, plan, records, cfg.plan.n_matched_references),
@@ -111,7 +111,7 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
         choice = leak_map_choice(rows, leaky_spec.label or leaky_spec.name)
         if choice is not None and (best is None or choice[0] > best[0]):
             score, record_id, selected = choice
-            best = (score, view, (inputs, inputs.record_ids.index(record_id)), selected)
+            best = (score, view, inputs, record_id, selected)
     leak_map = None
     if best is not None:
         leak_map = _leak_map(run, best, tokenizer, LeakyParams(**leaky_spec.params).reference_reduction)
@@ -147,8 +147,8 @@ def _leak_map(run: RunDir, best, tokenizer, reduction: str) -> dict:
     trajectories of the record leak_map_choice selected."""
     from leakaudit.signals.store import load_trajectories
 
-    score, view, (inputs, i), selected = best
-    rid = inputs.record_ids[i]
+    score, view, inputs, rid, selected = best
+    i = inputs.record_ids.index(rid)
     token_ids = load_trajectories(run.fresh(view.target))[rid]
     out = []
     for tgt, refs, toks in zip(inputs.fresh_target[i], inputs.fresh_refs[i], token_ids):

@@ -37,6 +37,22 @@ from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjo
 from leakaudit.rundir import RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
+REBUILT_WHEN_CHANGED = ("report",)
+"""Stages whose outputs are presentation only, derived from earlier outputs: when they no longer match their
+marker (`leakaudit report --redact` rebuilt them) they are rebuilt instead of refused."""
+TRAINED_ROLES = ("student", "null", "reference", "offline")
+AUDIT_HELD_OUT_FRACTION = 4
+"""An audit that trains its references holds out 1/4 of the population from all of them: RMIA compares each
+candidate against population records that no reference (and not the target) trained on."""
+
+
+def stage_seed(master: int, *parts: object) -> int:
+    """A per-stage, per-model seed derived from the master seed (recorded wherever it is used)."""
+    return _stable_seed(master, *parts) % (2**31 - 1)
+
+
+def _jsonl_bytes(records: list[Record]) -> bytes:
+    return "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records).encode("utf-8")
 
 
 def model_ref_key(name: str) -> str:
@@ -45,6 +61,12 @@ def model_ref_key(name: str) -> str:
         return f"audit.references[{name[len('reference'):]}] (--references)"
     return {"base": "base_model (--base-model)", "teacher": "teacher.kind (--teacher)",
             "target": "audit.target (--target)"}.get(name, name)
+
+
+def same_record_keys(record: Record) -> tuple[str, str]:
+    """What makes two audit records one to a reference that trains on them: the same id, or the same text given
+    under another id (its content hash, make_record_id; before, only ids were compared). ('id:…', 'text:…')."""
+    return f"id:{record.record_id}", f"text:{make_record_id(record.domain, record.prompt, record.privileged)}"
 
 
 def check_audit_label(record: Record, *, path: str, line: int | None) -> None:
@@ -68,22 +90,6 @@ def unique_by_id(records: list[Record]) -> dict[str, Record]:
             raise InputError(f"two records share this id (domains {first.domain!r} and {r.domain!r}); record ids "
                              "must be unique across a study's domains", record_id=r.record_id, field="record_id")
     return out
-REBUILT_WHEN_CHANGED = ("report",)
-"""Stages whose outputs are presentation only, derived from earlier outputs: when they no longer match their
-marker (`leakaudit report --redact` rebuilt them) they are rebuilt instead of refused."""
-TRAINED_ROLES = ("student", "null", "reference", "offline")
-AUDIT_HELD_OUT_FRACTION = 4
-"""An audit that trains its references holds out 1/4 of the population from all of them: RMIA compares each
-candidate against population records that no reference (and not the target) trained on."""
-
-
-def stage_seed(master: int, *parts: object) -> int:
-    """A per-stage, per-model seed derived from the master seed (recorded wherever it is used)."""
-    return _stable_seed(master, *parts) % (2**31 - 1)
-
-
-def _jsonl_bytes(records: list[Record]) -> bytes:
-    return "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in records).encode("utf-8")
 
 
 class Study:
@@ -467,7 +473,6 @@ class Study:
                 pool = kept
             by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
-                                    n_teacher=data.n_teacher_records + data.n_background + data.n_reference_records,
                                     parts={"teacher": data.n_teacher_records, "background": data.n_background,
                                            "reference-only": data.n_reference_records})
             chosen += [by_id[r] for r in cand + popn]
@@ -502,12 +507,8 @@ class Study:
             files.append(("background", Path(audit.background)))
         loaded: dict[str, list[Record]] = {}
         domain = None
-        cand_ids: set[str] = set()
-        pop_ids: set[str] = set()
-        # by text as well as by id: a record given again under another id is the same text to a reference that
-        # trains on it (before, a population line repeating a candidate's text without its id passed)
-        cand_texts: dict[str, str] = {}
-        pop_texts: dict[str, str] = {}
+        candidates: dict[str, str] = {}  # identities (same_record_keys) of the candidates -> their ids
+        population: dict[str, str] = {}
         for role, path in files:
             recs, lines = read_jsonl(path), record_lines(path)
             for r, line in zip(recs, lines):
@@ -516,14 +517,14 @@ class Study:
                     raise InputError(f"has domain '{r.domain}', but the audit's records are of domain '{domain}' "
                                      "(one audit scores one domain)", path=str(path), line=line,
                                      record_id=r.record_id, field="domain")
-                text = make_record_id(r.domain, r.prompt, r.privileged)
                 if role == "candidates":
                     check_audit_label(r, path=str(path), line=line)
-                if role in ("population", "background") and (r.record_id in cand_ids or text in cand_texts):
-                    same = "" if r.record_id in cand_ids else f" (the text of candidate {cand_texts[text]})"
+                by_id, by_text = same_record_keys(r)
+                if role in ("population", "background") and (by_id in candidates or by_text in candidates):
+                    same = "" if by_id in candidates else f" (the text of candidate {candidates[by_text]})"
                     raise InputError(f"is also a candidate{same}; the {role} (what references train on) must "
                                      "exclude every candidate", path=str(path), line=line, record_id=r.record_id)
-                if role == "background" and (r.record_id in pop_ids or text in pop_texts):
+                if role == "background" and (by_id in population or by_text in population):
                     raise InputError("is also a population record; the background (trained on by every reference) "
                                      "must exclude the population (RMIA's held-out records must stay OUT)",
                                      path=str(path), line=line, record_id=r.record_id)
@@ -531,11 +532,8 @@ class Study:
                 check_unique(recs, path=str(path))
             self._check_budget(recs, str(path), lines)
             loaded[role] = recs
-            cand_ids = {r.record_id for r in loaded["candidates"]}
-            pop_ids = {r.record_id for r in loaded.get("population", [])}
-            cand_texts = {make_record_id(r.domain, r.prompt, r.privileged): r.record_id for r in loaded["candidates"]}
-            pop_texts = {make_record_id(r.domain, r.prompt, r.privileged): r.record_id
-                         for r in loaded.get("population", [])}
+            candidates = {key: r.record_id for r in loaded["candidates"] for key in same_record_keys(r)}
+            population = {key: r.record_id for r in loaded.get("population", []) for key in same_record_keys(r)}
         if not audit.references and not loaded.get("population"):
             raise InputError("--population is required to train references (or give --references)",
                              field="population")
