@@ -55,6 +55,21 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(f)
 
 
+def read_parquet(path: str | os.PathLike, *, columns: list[str] | None = None, what: str = "parquet file"):
+    """pd.read_parquet(path, columns=columns); a corrupt or unreadable file (pyarrow's errors, OSError) is an
+    InputError naming it ('is not a readable <what> (<pyarrow's message>)') rather than a traceback."""
+    import pandas as pd
+    import pyarrow
+
+    from leakaudit.errors import InputError
+
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except (pyarrow.ArrowException, OSError) as e:
+        message = " ".join(str(e).split())
+        raise InputError(f"is not a readable {what} ({message})", path=str(path)) from e
+
+
 def _json_default(obj: Any) -> Any:
     import numpy as np
 

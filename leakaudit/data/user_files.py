@@ -20,6 +20,7 @@ import pandas as pd
 from leakaudit.data.records import Record, decode_utf8, jsonl_rows, validate_record_dict
 from leakaudit.data.registry import register_source
 from leakaudit.errors import ConfigError, InputError
+from leakaudit.io import read_parquet
 
 RECORD_FIELDS = ("record_id", "domain", "prompt", "privileged", "answer", "source", "meta")
 REQUIRED = ("prompt", "privileged")
@@ -46,17 +47,6 @@ def read_csv_frame(path: Path) -> pd.DataFrame:
                          line=int(found.group(1)) if found else None) from e
 
 
-def read_parquet_frame(path: Path) -> pd.DataFrame:
-    """The parquet file's rows; pyarrow's errors on a corrupt or unreadable file become InputError naming it."""
-    import pyarrow
-
-    try:
-        return pd.read_parquet(path)
-    except (pyarrow.ArrowException, OSError) as e:
-        message = " ".join(str(e).split())
-        raise InputError(f"is not a readable parquet file ({message})", path=str(path)) from e
-
-
 def read_rows(path: Path) -> tuple[list[str] | None, Iterator[tuple[int, dict[str, Any]]]]:
     """The file's column names (None for JSONL, whose keys vary by line) and its numbered rows."""
     suffix = path.suffix.lower()
@@ -66,7 +56,7 @@ def read_rows(path: Path) -> tuple[list[str] | None, Iterator[tuple[int, dict[st
         frame = read_csv_frame(path)
         return list(frame.columns), table_rows(frame, first_line=2)
     if suffix == ".parquet":
-        frame = read_parquet_frame(path)
+        frame = read_parquet(path)  # unreadable: InputError naming it
         return list(frame.columns), table_rows(frame, first_line=1)
     raise InputError("unsupported file type; use .jsonl, .csv or .parquet", path=str(path))
 

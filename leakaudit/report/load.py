@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from leakaudit.errors import InputError
-from leakaudit.io import read_json
+from leakaudit.io import read_json, read_parquet
 from leakaudit.metrics import normalise_scores
 from leakaudit.report.leakmap import validate_leak_map
 from leakaudit.rundir import RunDir
@@ -40,15 +40,8 @@ class RunData:
 
 
 def read_scores(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
-    """A run's scores.parquet (only `columns` when given); a corrupt or unreadable file, or one without the asked
-    columns, is an InputError naming it (pyarrow's own message kept) rather than a traceback."""
-    import pyarrow
-
-    try:
-        return pd.read_parquet(path, columns=columns)
-    except (pyarrow.ArrowException, OSError) as e:
-        message = " ".join(str(e).split())
-        raise InputError(f"is not a readable scores table ({message})", path=str(path)) from e
+    """A run's scores.parquet (only `columns` when given); unreadable: InputError naming it (leakaudit.io)."""
+    return read_parquet(path, columns=columns, what="scores table")
 
 
 def load_run(run_dir: str | Path) -> RunData:
