@@ -76,7 +76,7 @@ POINTS: dict[str, list[str]] = {
     "regime_code_prepared_lr3e-4": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.learning_rate=3.0e-4"],
     # run L1 (seed 1) found lr 3e-4 blowing every student up in its first steps (teacher KL 1 -> 7-19, rollouts of
     # 1-4 tokens; canonical-body log p -1.6 -> -5.6 nats/token at the end): the same step reached over 6 warm-up steps
-    # (a third of the 18), not yet run
+    # (a third of the 18): run W1, README; it moved nothing beyond a redraw (whether it stopped the collapse was lost)
     "regime_code_prepared_lr3e-4_warmup6": [CODE_ONLY, *REGIME, "teacher.kind=prepared",
                                             "training.learning_rate=3.0e-4", "training.warmup_steps=6"],
     # math with a token cap a solution can finish in more often: champ's worked solutions run to a median of 216 tokens
