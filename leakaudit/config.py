@@ -388,14 +388,22 @@ EXECUTION_BACKENDS = ("local", "ray")
 @dataclass
 class ExecutionConfig:
     """Where the students and signals stages run their jobs (leakaudit.executors): one job per student, one per
-    target for sampling, one per model for scoring. Results do not depend on it, so it is left out of
-    `StudyConfig.hash` (a run directory resumes under either backend)."""
+    target for sampling, one per model for scoring. Results do not depend on it beyond float rounding where it
+    changes a job's torch thread count (reduction order: ~1e-5 nats in the tiny study's scores), so it is left out
+    of `StudyConfig.hash` (a run directory resumes under either backend)."""
 
     __pydantic_config__ = _FORBID
 
     backend: str = "local"
-    """'local' = one job after another in this process (no Ray needed); 'ray' = each job a Ray task (the optional
-    extra `leakaudit[ray]`). With ray the run directory must be on a filesystem every Ray worker sees."""
+    """'local' = jobs on this machine, no Ray needed (`local_workers` says how many at once); 'ray' = each job a
+    Ray task (the optional extra `leakaudit[ray]`). With ray the run directory must be on a filesystem every Ray
+    worker sees."""
+    local_workers: int = 1
+    """local: jobs run at once. 1 = one after another in this process, at every core's threads. n > 1 = each job in
+    a fresh process of its own (spawned, so its memory goes back to the OS when it ends), n at a time, each at
+    usable cores // n torch threads: on 2 cores two 1-thread jobs do more work per hour than one 2-thread job
+    (students 1.02-1.28x, signals 1.2x, bench/results/students_parallel*.json, signals_parallel.json), at twice
+    the memory (a student peaks at ~7-8 GB). A job whose process dies is reported by its id, the others go on."""
     address: str | None = None
     """ray: the cluster to join (ray.init(address=...)): 'auto' = the cluster `ray start` set up on this node,
     'ray://host:10001' = a remote head; null = start a Ray instance on this machine for the run."""
@@ -430,6 +438,8 @@ class ExecutionConfig:
             raise ConfigError(f"execution.gpus_per_student: must be >= 0, got {self.gpus_per_student}")
         if self.cpus_per_student <= 0:
             raise ConfigError(f"execution.cpus_per_student: must be > 0, got {self.cpus_per_student}")
+        if self.local_workers < 1:
+            raise ConfigError(f"execution.local_workers: must be >= 1, got {self.local_workers}")
         if self.max_retries < 0:
             raise ConfigError(f"execution.max_retries: must be >= 0, got {self.max_retries}")
         if self.allocator not in ALLOCATOR_POLICIES:

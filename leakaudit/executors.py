@@ -1,4 +1,5 @@
-"""Executors: run a stage's independent jobs in this process or as Ray tasks, behind one call, `run_jobs`.
+"""Executors: run a stage's independent jobs in this process, in local processes of their own (several at once) or
+as Ray tasks, behind one call, `run_jobs`.
 
 The students stage (one job per student) and the signals stage (one job per target for sampling, then one per
 model for scoring) hand their jobs to the run's executor (`make_executor(cfg.execution, ...)`):
@@ -156,6 +157,8 @@ class LocalExecutor:
     one runs; KeyboardInterrupt still stops the study."""
 
     name = "local"
+    in_process = True
+    """Jobs run in the driver's process (they may draw their own progress bars)."""
 
     def __init__(self, log: Callable[[str], None] = print):
         self.log = log
@@ -182,12 +185,112 @@ class LocalExecutor:
         """Nothing to release."""
 
 
+def _process_job(conn: Any, threads: int, job_id: str, fn: str, kwargs: dict[str, Any], fault: str | None,
+                 allocator: str) -> None:
+    """The body of one LocalProcessExecutor job's process: `threads` torch threads, then call_job; sends back
+    ("ok", result) or ("error", one line, traceback). A process that dies sends nothing (the driver sees it)."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        conn.send(("ok", call_job(job_id, fn, kwargs, fault=fault, allocator=allocator)))
+    except BaseException as e:  # noqa: BLE001 - every error of the job is reported to the driver, by its id
+        conn.send(("error", f"{type(e).__name__}: {_first_line(e)}", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+class LocalProcessExecutor:
+    """`workers` jobs at once on this machine, each in a fresh spawned process at usable cores // workers torch
+    threads (execution.local_workers > 1). Per-job processes are started by hand rather than through
+    concurrent.futures.ProcessPoolExecutor because a pool that loses one worker (SIGKILL, the OOM killer) fails
+    every pending job with BrokenProcessPool; here a dead process fails only its own job, as a Ray worker does."""
+
+    name = "local"
+    in_process = False
+
+    def __init__(self, workers: int, allocator: str = "reuse", log: Callable[[str], None] = print,
+                 cores: int | None = None):
+        self.workers, self.allocator, self.log = workers, allocator, log
+        self.threads = max(1, (cores or _usable_cores()) // workers)
+
+    def start(self) -> None:
+        """Nothing to start: each job starts its own process."""
+
+    def _launch(self, mp: Any, job: Job, fault: str | None) -> tuple[Any, Any]:
+        receive, send = mp.Pipe(duplex=False)
+        proc = mp.Process(target=_process_job, name=f"leakaudit:{job.job_id}", daemon=False,
+                          args=(send, self.threads, job.job_id, job.fn, job.kwargs, fault, self.allocator))
+        proc.start()
+        send.close()  # the child holds the only send end: EOF here once it exits
+        return proc, receive
+
+    def run_jobs(self, jobs: Sequence[Job], *, stage: str, progress: Progress | None = None) -> JobResults:
+        import multiprocessing
+        from multiprocessing.connection import wait
+
+        mp = multiprocessing.get_context("spawn")  # no fork of a driver that holds torch's threads and models
+        results: dict[str, Any] = {}
+        failures: list[JobFailure] = []
+        fault = os.environ.get(FAULT_ENV)
+        pending, running = list(jobs), {}
+        try:
+            while pending or running:
+                while pending and len(running) < self.workers:
+                    job = pending.pop(0)
+                    running[job.job_id] = self._launch(mp, job, fault)
+                if progress is not None:
+                    progress.update(len(results), len(running), len(failures))
+                wait([conn for _, conn in running.values()], timeout=RAY_POLL_S)
+                for job_id, (proc, conn) in list(running.items()):
+                    message = None
+                    if conn.poll():
+                        try:
+                            message = conn.recv()
+                        except EOFError:  # closed without a message: the process died
+                            message = None
+                    elif proc.is_alive():
+                        continue
+                    proc.join()
+                    conn.close()
+                    del running[job_id]
+                    if message is None:
+                        code = proc.exitcode
+                        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                        failures.append(JobFailure(job_id, f"worker died (process {proc.pid}, {how})"))
+                    elif message[0] == "ok":
+                        results[job_id] = message[1]
+                    else:
+                        failures.append(JobFailure(job_id, message[1], message[2]))
+        finally:
+            # interrupted (Ctrl-C): stop the jobs still running; their outputs are not marked DONE
+            for proc, conn in running.values():
+                proc.kill()
+                proc.join()
+                conn.close()
+        if progress is not None:
+            progress.update(len(results), 0, len(failures))
+        return JobResults(results, failures)
+
+    def close(self) -> None:
+        """Nothing to release: every job's process has ended."""
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 class RayExecutor:
     """Each job a Ray task asking for cfg.cpus_per_student CPUs and cfg.gpus_per_student GPUs; Ray places them
     (a laptop, a node with several GPUs, a cluster). Joins `cfg.address` (or an instance this process already
     started, e.g. a test's ray.init), else starts a local instance and shuts it down on close()."""
 
     name = "ray"
+    in_process = False
 
     def __init__(self, cfg: ExecutionConfig, run_root: Path, log: Callable[[str], None] = print):
         self.cfg = cfg
@@ -306,9 +409,12 @@ def check_backend(cfg: ExecutionConfig) -> None:
 
 
 def make_executor(cfg: ExecutionConfig, run_root: Path, log: Callable[[str], None] = print
-                  ) -> LocalExecutor | RayExecutor:
-    """The executor `cfg.backend` names (Ray is imported at its first job, not here)."""
+                  ) -> LocalExecutor | LocalProcessExecutor | RayExecutor:
+    """The executor `cfg.backend` (and, for local, `cfg.local_workers`) names (Ray is imported at its first job,
+    not here)."""
     check_backend(cfg)
     if cfg.backend == "ray":
         return RayExecutor(cfg, run_root, log)
+    if cfg.local_workers > 1:
+        return LocalProcessExecutor(cfg.local_workers, cfg.allocator, log)
     return LocalExecutor(log)

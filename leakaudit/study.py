@@ -654,7 +654,7 @@ class Study:
         from it and reads the run directory), whether the job draws its own progress bars (in process only)."""
         config = self.cfg.to_dict()
         config["out_root"] = str(Path(self.cfg.out_root).resolve())
-        return {"config": config, "progress": self.progress and self.executor.name == "local", **kwargs}
+        return {"config": config, "progress": self.progress and self.executor.in_process, **kwargs}
 
     def run_jobs(self, stage: str, jobs: list[Job], detail: Callable[[], str] | None = None) -> dict:
         """Run a stage's jobs on the run's executor with a progress bar; every failure is logged with its job id and

@@ -255,3 +255,75 @@ def test_a_study_asking_for_gpus_the_cluster_lacks_writes_nothing(ray_instance, 
                                               r"the Ray cluster has"):
             Study(cfg, progress=False, log=lambda m: None).run_all()
         assert not cfg.run_dir.exists()
+
+
+def test_local_processes_run_every_job_at_their_threads_and_report_a_raise_and_a_kill(monkeypatch):
+    """execution.local_workers > 1: each job in a process of its own (a pid other than ours), at cores // workers
+    threads; a raising job and a SIGKILLed one are reported by id and every other job still runs."""
+    from leakaudit.executors import LocalProcessExecutor
+
+    monkeypatch.setenv(FAULT_ENV, "raise@start:b,kill@start:c")
+    executor = LocalProcessExecutor(2, cores=4, log=lambda m: None)
+    seen = []
+
+    class Bar:
+        def update(self, done, running, failed):
+            seen.append(running)
+
+    out = executor.run_jobs([Job(j, ECHO, {"x": i}) for i, j in enumerate("abcde")], stage="t", progress=Bar())
+    assert {k: v["x"] for k, v in out.results.items()} == {"a": 0, "d": 3, "e": 4}
+    assert {v["omp_num_threads"] for v in out.results.values()} == {"2"}
+    assert os.getpid() not in {v["pid"] for v in out.results.values()}
+    assert len({v["pid"] for v in out.results.values()}) == 3  # a fresh process per job
+    errors = dict((f.job_id, f.error) for f in out.failures)
+    assert errors["b"] == "RuntimeError: injected fault at start of b"
+    assert errors["c"].startswith("worker died") and "killed by signal 9" in errors["c"]
+    assert set(errors) == {"b", "c"} and max(seen) == 2  # never more than `workers` at once
+
+
+def test_local_workers_pick_the_executor_and_must_be_positive(tmp_path):
+    from leakaudit.config import ExecutionConfig
+    from leakaudit.errors import ConfigError
+    from leakaudit.executors import LocalProcessExecutor, make_executor
+
+    assert isinstance(make_executor(ExecutionConfig(), tmp_path), LocalExecutor)
+    two = make_executor(ExecutionConfig(local_workers=2), tmp_path)
+    assert isinstance(two, LocalProcessExecutor) and not two.in_process and LocalExecutor.in_process
+    with pytest.raises(ConfigError, match="execution.local_workers: must be >= 1, got 0"):
+        ExecutionConfig(local_workers=0)
+
+
+def test_tiny_study_in_local_processes_resumes_after_a_kill_and_equals_the_in_process_run(
+        tiny_study_run, tmp_path, tiny_model_dir, monkeypatch):
+    """Two local processes at once: student math-s2's process is SIGKILLed after its first step -> reported by id,
+    the other students finish; the rerun trains only math-s2 and the scores and metrics equal the in-process run's
+    (the execution section is left out of the config hash, so both are one run)."""
+    from conftest import tiny_study_config
+    from leakaudit.study import Study
+
+    import torch
+
+    import leakaudit.executors
+
+    # as many threads per job as the in-process run used (reduction order, hence every float, then matches)
+    monkeypatch.setattr(leakaudit.executors, "_usable_cores", lambda: 2 * torch.get_num_threads())
+    local_cfg, local_root = tiny_study_run
+    cfg = tiny_study_config(tmp_path, tiny_model_dir, "execution.local_workers=2")
+    assert cfg.hash() == local_cfg.hash()
+    root = cfg.run_dir
+    logs: list[str] = []
+    monkeypatch.setenv(FAULT_ENV, "kill@step:math-s2")
+    with pytest.raises(JobsFailed) as e:
+        Study(cfg, progress=False, log=logs.append).run_all()
+    assert [f.job_id for f in e.value.failures] == ["math-s2"]
+    assert e.value.failures[0].error.startswith("worker died")
+    assert not (root / "models" / "math-s2").exists()
+    kept = ["math-s0", "math-s1", "math-s3", "math-null"]
+    before = _mtimes(root, kept)
+
+    monkeypatch.delenv(FAULT_ENV)
+    Study(cfg, progress=False, log=logs.append).run_all()
+    assert _mtimes(root, kept) == before
+    pd.testing.assert_frame_equal(pd.read_parquet(root / "scores.parquet"),
+                                  pd.read_parquet(local_root / "scores.parquet"))
+    assert (root / "metrics.csv").read_text() == (local_root / "metrics.csv").read_text()
