@@ -744,7 +744,11 @@ class Study:
         jobs = []
         for m in [BASE_ID, *plan.models]:
             fixed_missing = not self.run.fixed(m).is_file()
-            fresh = [[t, ids] for t, ids in needs.get(m, []) if not has_logp(self.run.fresh(t), m)]
+            # every target the model scores, whenever one lacks its scores: score_fresh_all batches them together,
+            # and a rerun must batch them as the uninterrupted run did (it writes only the missing files)
+            fresh = [[t, ids] for t, ids in needs.get(m, [])]
+            if all(has_logp(self.run.fresh(t), m) for t, _ in fresh):
+                fresh = []
             if fixed_missing or fresh:
                 jobs.append(Job(f"score:{m}", "leakaudit.study_jobs:score_job",
                                 self.job_args(model_id=m, fixed=fixed_missing, fresh=fresh)))
@@ -789,7 +793,7 @@ class Study:
         """Load one model once; score its domain's fixed texts (`fixed`) and the targets' trajectories it is asked
         to (`fresh`: [target, record_ids or None] pairs). Each output is skipped when stored already."""
         from leakaudit.assemble import BASE_ID
-        from leakaudit.signals.stages import score_fixed, score_fresh
+        from leakaudit.signals.stages import score_fixed, score_fresh_all
 
         plan, records = self.plan(), self.records()
         with self._backend(model_id) as backend:
@@ -798,10 +802,13 @@ class Study:
                 domains = sorted(plan.candidates) if model_id == BASE_ID else [plan.models[model_id]["domain"]]
                 recs = [records[r] for d in domains for r in plan.candidates[d] + plan.population[d]]
                 score_fixed(backend, self.tokenizer, recs, self.run.fixed(model_id), vocab_stats=True)
+            todo = []
             for target, record_ids in fresh:
                 if record_ids is not None:
                     record_ids = [r for r in record_ids if r not in self._excluded(target)]
-                score_fresh(backend, model_id, self.run.fresh(target), record_ids=record_ids)
+                todo.append((self.run.fresh(target), record_ids))
+            if todo:
+                score_fresh_all(backend, model_id, todo)
 
     def _excluded(self, target: str) -> dict[str, str]:
         """Records of `target` whose API trajectories could not be recovered (none for a local target)."""

@@ -12,7 +12,8 @@ from leakaudit.errors import ConfigError, InputError, LeakauditError
 from leakaudit.prompting import reference_text_ids, student_prompt_ids
 from leakaudit.signals import (SamplingConfig, TokenScores, load_fixed, load_logp, load_prompts, load_trajectories,
                                make_backend, missing_logp, sample_fresh, save_fixed, save_logp, save_trajectories,
-                               score_fixed, score_fresh)
+                               score_fixed, score_fresh, score_fresh_all)
+from leakaudit.signals.store import logp_path
 from leakaudit.signals.vllm_backend import completions_from_outputs, scores_from_prompt_logprobs
 
 
@@ -154,6 +155,59 @@ def test_stages_store_what_the_backend_computes_and_resume(tmp_path, tiny_model_
     got = load_fixed(fixed)
     assert got[r.record_id].tokens.tolist() == reference_text_ids(tokenizer, r)
     assert got[r.record_id].mu is not None and got[r.record_id].sigma.shape == got[r.record_id].logp.shape
+
+
+def test_score_fresh_all_shares_each_prompt_across_targets_and_a_rerun_writes_what_the_first_would(
+        tmp_path, tiny_model_dir, tokenizer, sample_records):
+    """Two targets' directories holding trajectories of the same records: one score call over both (each record's
+    prompt once per batch, not once per target), the same values as scoring each directory alone (to float
+    rounding: the batches differ), record subsets honoured (NaN elsewhere); with one file deleted, the rerun
+    scores both again and writes exactly the bytes it wrote before."""
+    import torch
+
+    records = sample_records[:3]
+    inner = make_backend("transformers", tiny_model_dir, autocast_bf16=False, sample_bf16=False)
+    dirs = [tmp_path / "fresh" / t for t in ("t0", "t1")]
+    for i, d in enumerate(dirs):
+        sample_fresh(inner, tokenizer, records, SamplingConfig(n_per_record=2, max_new_tokens=5, seed=i), d)
+    calls, prefix_rows = [], []
+    real = inner._score_shared_batch
+
+    def spy(prefixes, conts, vocab_stats):
+        prefix_rows.append(len({tuple(p) for p in prefixes}))
+        return real(prefixes, conts, vocab_stats)
+
+    inner._score_shared_batch = spy
+    be = CountingBackend(inner)
+    be_score = be.score
+    be.score = lambda p, c, **kw: calls.append(len(p)) or be_score(p, c, **kw)
+    only = [records[0].record_id, records[2].record_id]
+    n = score_fresh_all(be, "m", [(dirs[0], None), (dirs[1], only)])
+    assert calls == [6 + 4] and sum(prefix_rows) == 3  # one call; each of 3 prompts run once for both targets
+    assert n == sum(len(t) for rid, per in load_trajectories(dirs[0]).items() for t in per) + sum(
+        len(t) for rid, per in load_trajectories(dirs[1]).items() if rid in only for t in per)
+    for d, ids in ((dirs[0], None), (dirs[1], only)):
+        alone = tmp_path / "alone" / d.name
+        alone.mkdir(parents=True)
+        for f in d.iterdir():
+            if not f.name.startswith("logp__"):
+                (alone / f.name).write_bytes(f.read_bytes())
+        score_fresh(inner, "m", alone, record_ids=ids)
+        got, want = load_logp(d, "m"), load_logp(alone, "m")
+        assert set(got) == set(want)
+        for rid in got:
+            for a, b in zip(got[rid], want[rid]):
+                if ids is not None and rid not in ids:
+                    assert np.isnan(a).all() and np.isnan(b).all()
+                else:
+                    torch.testing.assert_close(torch.from_numpy(a), torch.from_numpy(b), rtol=0, atol=1e-5)
+    first = logp_path(dirs[1], "m").read_bytes()
+    kept = logp_path(dirs[0], "m").stat().st_mtime_ns
+    logp_path(dirs[1], "m").unlink()
+    assert score_fresh_all(be, "m", [(dirs[0], None), (dirs[1], only)]) == n and calls == [10, 10]
+    assert logp_path(dirs[1], "m").read_bytes() == first
+    assert logp_path(dirs[0], "m").stat().st_mtime_ns == kept  # a stored file is not rewritten
+    assert score_fresh_all(be, "m", [(dirs[0], None), (dirs[1], only)]) == 0 and calls == [10, 10]
 
 
 def test_already_sampled_reuses_only_trajectories_of_the_same_config_and_records(tmp_path):

@@ -1,7 +1,8 @@
 """The signal stages the pipeline calls; each returns at once when its output is already stored (resume).
 
 - sample_fresh: n trajectories per record from the target, prompted with the student prompt only.
-- score_fresh: per-token log-probs of the stored trajectories under one model (prefix = the stored prompt).
+- score_fresh: per-token log-probs of the stored trajectories under one model (prefix = the stored prompt);
+  score_fresh_all: the same for several targets' directories at once (each record's prompt shared across them).
 - score_fixed: per-token log-probs (+ Min-K%++ statistics) of each record's reference text under one model.
 The fresh directory's DONE marker is the pipeline's to write once every needed model has scored
 (`missing_logp` says which have not).
@@ -58,26 +59,42 @@ def score_fresh(backend: Backend, model_id: str, out_dir: str | os.PathLike, *,
     """Score the stored trajectories under `backend` as model `model_id` (prefix = the stored student prompt):
     all of them, or only those of `record_ids` (the rest are stored as NaN). Returns the number of tokens
     scored (0 when logp__<model_id>.npz already exists)."""
-    if has_logp(out_dir, model_id):
+    return score_fresh_all(backend, model_id, [(out_dir, record_ids)])
+
+
+def score_fresh_all(backend: Backend, model_id: str,
+                    todo: Sequence[tuple[str | os.PathLike, Collection[str] | None]]) -> int:
+    """score_fresh for several fresh directories (one per target) in one call to backend.score, so a record's prompt,
+    the same in every target's directory, runs once per batch of its trajectories rather than once per target
+    (with share_prefix: the base and every reference score each candidate's trajectories from 6-8 targets).
+
+    todo: [(fresh directory, record ids or None = all)]. Every directory is scored when any lacks
+    logp__<model_id>.npz, and only the missing files are written: the batches, hence every float, depend only on
+    `todo`, so a rerun after a kill between two files writes what the uninterrupted run would have. Returns the
+    number of tokens scored (0 when every file exists)."""
+    if all(has_logp(d, model_id) for d, _ in todo):
         return 0
-    trajs = load_trajectories(out_dir)
-    prompts = load_prompts(out_dir)
-    if record_ids is not None:
-        unknown = set(record_ids) - set(trajs)
-        if unknown:
-            raise ValueError(f"no trajectories stored for records {sorted(unknown)[:3]}")
-        trajs = {rid: rows for rid, rows in trajs.items() if rid in set(record_ids)}
     keys, prefixes, conts = [], [], []
-    for rid, rows in trajs.items():
-        for row in rows:
-            keys.append(rid)
-            prefixes.append(prompts[rid].tolist())
-            conts.append(row.tolist())
+    for j, (out_dir, record_ids) in enumerate(todo):
+        trajs = load_trajectories(out_dir)
+        prompts = load_prompts(out_dir)
+        if record_ids is not None:
+            unknown = set(record_ids) - set(trajs)
+            if unknown:
+                raise ValueError(f"no trajectories stored for records {sorted(unknown)[:3]} in {out_dir}")
+            trajs = {rid: rows for rid, rows in trajs.items() if rid in set(record_ids)}
+        for rid, rows in trajs.items():
+            for row in rows:
+                keys.append((j, rid))
+                prefixes.append(prompts[rid].tolist())
+                conts.append(row.tolist())
     scores = backend.score(prefixes, conts) if conts else []
-    logp: dict[str, list] = {}
-    for rid, s in zip(keys, scores):
-        logp.setdefault(rid, []).append(s.logp)
-    save_logp(out_dir, model_id, logp)
+    logp: list[dict[str, list]] = [{} for _ in todo]
+    for (j, rid), s in zip(keys, scores):
+        logp[j].setdefault(rid, []).append(s.logp)
+    for (out_dir, _), per_record in zip(todo, logp):
+        if not has_logp(out_dir, model_id):
+            save_logp(out_dir, model_id, per_record)
     return sum(len(c) for c in conts)
 
 
