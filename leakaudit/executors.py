@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import traceback
 import uuid
 from dataclasses import dataclass, field
@@ -187,18 +188,32 @@ class LocalExecutor:
 
 def _process_job(conn: Any, threads: int, job_id: str, fn: str, kwargs: dict[str, Any], fault: str | None,
                  allocator: str) -> None:
-    """The body of one LocalProcessExecutor job's process: `threads` torch threads, then call_job; sends back
-    ("ok", result) or ("error", one line, traceback). A process that dies sends nothing (the driver sees it)."""
+    """The body of one LocalProcessExecutor job's process: dies with the driver (Linux), `threads` torch threads,
+    then call_job; sends back ("ok", result) or ("error", one line, traceback). A process that dies sends nothing
+    (the driver sees it)."""
+    _die_with_parent()
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    import torch
-
-    torch.set_num_threads(threads)
     try:
+        import torch
+
+        torch.set_num_threads(threads)
         conn.send(("ok", call_job(job_id, fn, kwargs, fault=fault, allocator=allocator)))
     except BaseException as e:  # noqa: BLE001 - every error of the job is reported to the driver, by its id
         conn.send(("error", f"{type(e).__name__}: {_first_line(e)}", traceback.format_exc()))
     finally:
         conn.close()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the driver that spawned it dies (kill -9, the OOM killer): an orphaned
+    job would go on writing models/<id>.partial while a rerun writes it too. Elsewhere a no-op."""
+    try:
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
 
 
 class LocalProcessExecutor:
@@ -239,20 +254,28 @@ class LocalProcessExecutor:
             while pending or running:
                 while pending and len(running) < self.workers:
                     job = pending.pop(0)
-                    running[job.job_id] = self._launch(mp, job, fault)
+                    try:
+                        running[job.job_id] = self._launch(mp, job, fault)
+                    except Exception as e:  # kwargs that do not pickle, no memory for a process: this job only
+                        failures.append(JobFailure(job.job_id, f"{type(e).__name__}: {_first_line(e)}",
+                                                   traceback.format_exc()))
                 if progress is not None:
                     progress.update(len(results), len(running), len(failures))
                 wait([conn for _, conn in running.values()], timeout=RAY_POLL_S)
                 for job_id, (proc, conn) in list(running.items()):
-                    message = None
+                    alive = proc.is_alive()  # before poll: a child sends its result before it exits
+                    message: Any = None
                     if conn.poll():
                         try:
                             message = conn.recv()
-                        except EOFError:  # closed without a message: the process died
+                        except Exception:  # EOF (died without a word), cut mid-message, a result that won't load
                             message = None
-                    elif proc.is_alive():
+                    elif alive:
                         continue
-                    proc.join()
+                    proc.join(timeout=60)
+                    if proc.is_alive():  # sent its result but hangs on the way out
+                        proc.kill()
+                        proc.join()
                     conn.close()
                     del running[job_id]
                     if message is None:
@@ -264,9 +287,11 @@ class LocalProcessExecutor:
                     else:
                         failures.append(JobFailure(job_id, message[1], message[2]))
         finally:
-            # interrupted (Ctrl-C): stop the jobs still running; their outputs are not marked DONE
-            for proc, conn in running.values():
+            # interrupted (Ctrl-C): stop the jobs still running, all of them before waiting for any; their outputs
+            # are not marked DONE
+            for proc, _ in running.values():
                 proc.kill()
+            for proc, conn in running.values():
                 proc.join()
                 conn.close()
         if progress is not None:
@@ -383,8 +408,10 @@ class RayExecutor:
 def echo_job(ctx: JobContext, **kwargs: Any) -> dict[str, Any]:
     """A job that loads nothing: where it ran (node, pid, OMP_NUM_THREADS) and its kwargs. For checking that a
     cluster runs leakaudit's jobs and sees the run directory (docs/ray.md), and for the executor tests."""
+    torch = sys.modules.get("torch")  # imported already where the job's process set its threads
     return {"job_id": ctx.job_id, "node": socket.gethostname(), "pid": os.getpid(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), **kwargs}
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "torch_threads": torch.get_num_threads() if torch is not None else None, **kwargs}
 
 
 def _first_line(e: BaseException) -> str:

@@ -272,7 +272,7 @@ def test_local_processes_run_every_job_at_their_threads_and_report_a_raise_and_a
 
     out = executor.run_jobs([Job(j, ECHO, {"x": i}) for i, j in enumerate("abcde")], stage="t", progress=Bar())
     assert {k: v["x"] for k, v in out.results.items()} == {"a": 0, "d": 3, "e": 4}
-    assert {v["omp_num_threads"] for v in out.results.values()} == {"2"}
+    assert {(v["omp_num_threads"], v["torch_threads"]) for v in out.results.values()} == {("2", 2)}
     assert os.getpid() not in {v["pid"] for v in out.results.values()}
     assert len({v["pid"] for v in out.results.values()}) == 3  # a fresh process per job
     errors = dict((f.job_id, f.error) for f in out.failures)
