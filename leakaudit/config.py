@@ -388,9 +388,11 @@ EXECUTION_BACKENDS = ("local", "ray")
 @dataclass
 class ExecutionConfig:
     """Where the students and signals stages run their jobs (leakaudit.executors): one job per student, one per
-    target for sampling, one per model for scoring. Results do not depend on it beyond float rounding where it
-    changes a job's torch thread count (reduction order: ~1e-5 nats in the tiny study's scores), so it is left out
-    of `StudyConfig.hash` (a run directory resumes under either backend)."""
+    target for sampling, one per model for scoring. It is left out of `StudyConfig.hash` (a run directory resumes
+    under either backend), so know what it can change: a job's torch thread count (local_workers, cpus_per_student)
+    sets the reduction order, hence float rounding (~1e-5 nats in the tiny study's scores), and through training
+    and sampling such a difference can grow into other sampled tokens. The same execution section on the same
+    machine reproduces a run byte for byte; the tests compare executors at equal thread counts."""
 
     __pydantic_config__ = _FORBID
 
