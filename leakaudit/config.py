@@ -404,8 +404,8 @@ class ExecutionConfig:
     """local: jobs run at once. 1 = one after another in this process, at every core's threads. n > 1 = each job in
     a fresh process of its own (spawned, so its memory goes back to the OS when it ends), n at a time, each at
     usable cores // n torch threads: on 2 cores two 1-thread jobs do more work per hour than one 2-thread job
-    (students 1.02-1.28x, signals 1.2x, bench/results/students_parallel*.json, signals_parallel.json), at twice
-    the memory (a student peaks at ~7-8 GB). A job whose process dies is reported by its id, the others go on."""
+    (students 1.12x AMD EPYC, 1.28x AMX VM; signals 1.2x; bench/results/students_parallel*.json,
+    signals_parallel.json), at twice the memory (a student peaks at ~7-8 GB). A job whose process dies is reported by its id, the others go on."""
     address: str | None = None
     """ray: the cluster to join (ray.init(address=...)): 'auto' = the cluster `ray start` set up on this node,
     'ray://host:10001' = a remote head; null = start a Ray instance on this machine for the run."""
