@@ -558,3 +558,33 @@ def test_train_refuses_a_run_whose_study_yaml_was_edited(tmp_path, tiny_model_di
     code = main(["train", "--plan", str(root), "--model-id", "math-s0"])
     assert code == 2 and "different config" in capsys.readouterr().err
     assert sorted(p.name for p in root.rglob("*")) == before
+
+
+def test_a_score_job_cut_between_two_files_is_redone_over_all_its_targets(finished_run, tmp_path, monkeypatch):
+    """A model scores every target's trajectories in one batched call (score_fresh_all). Killed after writing some of
+    its files (no target marked done yet), the rerun must hand it all its targets again, not only the missing one,
+    so its batches and the file it writes are the uninterrupted run's. Before the fix only the missing target."""
+    cfg, root = _copy_run(finished_run, tmp_path)
+    study = Study(cfg, progress=False, log=lambda m: None)
+    targets = [v.target for v in study.plan().views()]
+    scorers = study.fresh_scorers(targets)
+    model = "math-s1"
+    scored = [t for t in targets if model in scorers[t]]
+    assert len(scored) >= 2
+    lost = study.run.fresh(scored[-1]) / f"logp__{model}.npz"
+    want = lost.read_bytes()
+    lost.unlink()
+    for t in targets:  # killed before the stage marked any target done
+        (study.run.fresh(t) / "DONE").unlink()
+    calls = {}
+    real = Study.score_one
+
+    def spy(self, model_id, fixed, fresh):
+        calls[model_id] = [t for t, _ in fresh]
+        return real(self, model_id, fixed, fresh)
+
+    monkeypatch.setattr(Study, "score_one", spy)
+    study.stage_signals()
+    assert calls == {model: scored}
+    assert lost.read_bytes() == want
+    assert all((study.run.fresh(t) / "DONE").is_file() for t in targets)
