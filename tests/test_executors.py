@@ -293,6 +293,7 @@ def test_local_workers_pick_the_executor_and_must_be_positive(tmp_path):
         ExecutionConfig(local_workers=0)
 
 
+@pytest.mark.heavy
 def test_tiny_study_in_local_processes_resumes_after_a_kill_and_equals_the_in_process_run(
         tiny_study_run, tmp_path, tiny_model_dir, monkeypatch):
     """Two local processes at once: student math-s2's process is SIGKILLed after its first step -> reported by id,
