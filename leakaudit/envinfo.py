@@ -121,7 +121,7 @@ def cpu_tag(info: dict[str, Any]) -> str:
     return f"{slug}-{isa_level(info.get('flags', {}))}-{cores}c"
 
 
-def _usable_cpus() -> int | None:
+def usable_cpus() -> int | None:
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -141,7 +141,7 @@ def cpu_info(cpuinfo_path: str | Path = "/proc/cpuinfo") -> dict[str, Any]:
     if info["model_name"] is None:
         info["model_name"] = platform.processor() or platform.machine() or None
     info["cpu_count"] = os.cpu_count()
-    info["usable_cpus"] = _usable_cpus()
+    info["usable_cpus"] = usable_cpus()
     info["torch_threads"] = info["torch_capability"] = info["torch_mkldnn_bf16"] = None
     try:
         import torch

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
+from leakaudit.envinfo import usable_cpus
 from leakaudit.errors import ConfigError
 from leakaudit.memory import set_allocator_policy
 
@@ -228,7 +229,7 @@ class LocalProcessExecutor:
     def __init__(self, workers: int, allocator: str = "reuse", log: Callable[[str], None] = print,
                  cores: int | None = None):
         self.workers, self.allocator, self.log = workers, allocator, log
-        self.threads = max(1, (cores or _usable_cores()) // workers)
+        self.threads = max(1, (cores or usable_cpus() or 1) // workers)
 
     def start(self) -> None:
         """Nothing to start: each job starts its own process."""
@@ -300,13 +301,6 @@ class LocalProcessExecutor:
 
     def close(self) -> None:
         """Nothing to release: every job's process has ended."""
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 class RayExecutor:

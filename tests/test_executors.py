@@ -185,6 +185,17 @@ def test_gpus_the_cluster_lacks_are_refused_not_waited_for(ray_instance, tmp_pat
         ex.run_jobs([Job("a", ECHO, {})], stage="t")
 
 
+def _same_run_elsewhere(tiny_study_run, tmp_path, tiny_model_dir, *execution):
+    """(cfg, its run directory, the in-process run's directory): the tiny study under other `execution` overrides,
+    which leave its identity (the config hash) unchanged."""
+    from conftest import tiny_study_config
+
+    local_cfg, local_root = tiny_study_run
+    cfg = tiny_study_config(tmp_path, tiny_model_dir, *execution)
+    assert cfg.hash() == local_cfg.hash()
+    return cfg, cfg.run_dir, local_root
+
+
 def _mtimes(root, ids):
     return {m: (root / "models" / m / "DONE").stat().st_mtime_ns for m in ids}
 
@@ -195,14 +206,11 @@ def test_tiny_study_on_ray_fails_per_job_resumes_and_equals_the_local_run(ray_in
     """Run 1: student math-s1 raises, math-s2's worker is SIGKILLed after its first step -> both reported by id,
     no complete-looking directory for either. Run 2: sampling for math-s0 raises -> reported as sample:math-s0.
     Run 3 completes, retraining only the two failed students; scores and metrics equal the local run's."""
-    from conftest import tiny_study_config
     from leakaudit.study import Study
 
-    local_cfg, local_root = tiny_study_run
-    cfg = tiny_study_config(tmp_path, tiny_model_dir, "execution.backend=ray", "execution.gpus_per_student=0",
-                            f"execution.cpus_per_student={ray_instance}")
-    assert cfg.hash() == local_cfg.hash()
-    root = cfg.run_dir
+    cfg, root, local_root = _same_run_elsewhere(tiny_study_run, tmp_path, tiny_model_dir, "execution.backend=ray",
+                                                "execution.gpus_per_student=0",
+                                                f"execution.cpus_per_student={ray_instance}")
     logs: list[str] = []
 
     monkeypatch.setenv(FAULT_ENV, "raise@start:math-s1,kill@step:math-s2")
@@ -299,19 +307,14 @@ def test_tiny_study_in_local_processes_resumes_after_a_kill_and_equals_the_in_pr
     """Two local processes at once: student math-s2's process is SIGKILLed after its first step -> reported by id,
     the other students finish; the rerun trains only math-s2 and the scores and metrics equal the in-process run's
     (the execution section is left out of the config hash, so both are one run)."""
-    from conftest import tiny_study_config
-    from leakaudit.study import Study
-
     import torch
 
     import leakaudit.executors
+    from leakaudit.study import Study
 
     # as many threads per job as the in-process run used (reduction order, hence every float, then matches)
-    monkeypatch.setattr(leakaudit.executors, "_usable_cores", lambda: 2 * torch.get_num_threads())
-    local_cfg, local_root = tiny_study_run
-    cfg = tiny_study_config(tmp_path, tiny_model_dir, "execution.local_workers=2")
-    assert cfg.hash() == local_cfg.hash()
-    root = cfg.run_dir
+    monkeypatch.setattr(leakaudit.executors, "usable_cpus", lambda: 2 * torch.get_num_threads())
+    cfg, root, local_root = _same_run_elsewhere(tiny_study_run, tmp_path, tiny_model_dir, "execution.local_workers=2")
     logs: list[str] = []
     monkeypatch.setenv(FAULT_ENV, "kill@step:math-s2")
     with pytest.raises(JobsFailed) as e:
