@@ -247,33 +247,28 @@ def run_study(
 
 
 def _print_headline(root: Path) -> None:
-    import pandas as pd
-
-    from leakaudit.metrics import headline_table
-
-    csv = root / "metrics.csv"
-    if csv.is_file():
-        table = headline_table(pd.read_csv(csv))
-        typer.echo(table.to_string(index=False))
-    _print_versus(root)
+    _print_mean_target(root)
     _print_blind_check(root)
     _print_teacher(root)
 
 
-def _print_versus(root: Path) -> None:
-    """Under the headline: Leaky minus the best fixed-text and same-trajectory baseline, paired (metrics.json's
-    leaky_vs_baselines, leakaudit.metrics.leaky_vs_baselines); nothing for a report that predates them."""
+def _print_mean_target(root: Path) -> None:
+    """The headline of metrics.json (leakaudit.per_target.headline_table): per domain, Leaky against the best OUT-only
+    baseline by mean per-target AUROC with the paired difference, the online attacks beside it; nothing for a report
+    without labels or one that predates the statistic."""
     import json
 
     from leakaudit.rundir import RunDir
 
     meta = RunDir(root).metrics_json
-    rows = (json.loads(meta.read_text()).get("leaky_vs_baselines") or []) if meta.is_file() else []
+    rows = (json.loads(meta.read_text()).get("headline") or []) if meta.is_file() else []
+    rows = [r for r in rows if "mean per-target AUROC [95% CI]" in r]
     if rows:
-        typer.echo("\nLeaky against the strongest baselines, paired (Δ AUROC > 0: Leaky stronger):")
+        typer.echo("Mean per-target AUROC [95% CI]; Δ = Leaky − row, paired (> 0: Leaky stronger):")
     for r in rows:
-        typer.echo(f"  {r['domain']}: {r['leaky']} − best {r['family']} baseline ({r['baseline']}) "
-                   f"{r['Δ AUROC [95% CI]']}: {r['verdict']}")
+        delta = f"  Δ {r['Δ Leaky − this [95% CI]']}" if r["Δ Leaky − this [95% CI]"] else ""
+        typer.echo(f"  {r['domain']:<8} {r['method']:<42} {r['attack']:<34} {r['threat_model']:<8} "
+                   f"{r['mean per-target AUROC [95% CI]']}{delta}")
 
 
 def _print_blind_check(root: Path) -> None:

@@ -1,0 +1,14 @@
+"""Re-read finished runs with the current statistics, from their scores.parquet alone (leakaudit.report.build.
+refresh_metrics): metrics.csv and metrics.json's metric keys rewritten in place, every other key kept.
+
+    python bench/reread_runs.py bench/results/default_runs/*
+"""
+
+import sys, time
+from pathlib import Path
+from leakaudit.report.build import refresh_metrics
+for d in sys.argv[1:]:
+    d = Path(d)
+    if not (d / "scores.parquet").is_file():
+        print("skip", d); continue
+    t = time.time(); refresh_metrics(d); print(f"{d.name}: {time.time()-t:.0f} s", flush=True)
