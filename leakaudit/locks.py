@@ -40,12 +40,15 @@ def made_once(target: Path) -> Iterator[None]:
 
 
 @contextmanager
-def run_exclusively(root: Path) -> Iterator[None]:
+def run_exclusively(root: Path, *, writes: bool = True) -> Iterator[None]:
     """Hold the run directory's lock, or raise LeakauditError (exit 2) at once when another process holds it.
-    Creates `root` if needed, only where a run may write (leakaudit.rundir.claim_run_root: new, empty or made by
-    leakaudit; call it after validating the inputs: a refused run writes nothing else)."""
+    `writes`: the holder writes the run (a study, an audit, a pool): `root` is created if needed, only where a run
+    may write (leakaudit.rundir.claim_run_root: new, empty or made by leakaudit; call it after validating the
+    inputs: a refused run writes nothing else), and marked as a run. Without it (a pool's shards, read only) the
+    directory must exist and is left as it is."""
     root = Path(root)
-    claim_run_root(root)
+    if writes:
+        claim_run_root(root)
     lock = FileLock(str(root / RUN_LOCK))
     try:
         lock.acquire(timeout=0)
@@ -56,7 +59,8 @@ def run_exclusively(root: Path) -> Iterator[None]:
     except OSError as e:  # a directory that refuses the lock file (read-only mount, immutable): exit 2 naming it
         raise LeakauditError(f"{root / RUN_LOCK}: cannot take the run directory's lock ({e.strerror or e})") from None
     try:
-        write_run_marker(root)
+        if writes:
+            write_run_marker(root)
         yield
     finally:
         lock.release()
