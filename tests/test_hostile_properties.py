@@ -23,7 +23,7 @@ from leakaudit.config import load_config
 from leakaudit.data.records import read_jsonl
 from leakaudit.errors import LeakauditError
 
-PROPERTY = settings(max_examples=25, derandomize=True, deadline=None, database=None,
+PROPERTY = settings(max_examples=30, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 FIELDS = ["record_id", "domain", "prompt", "privileged", "answer", "source", "meta", "extra"]
 
@@ -41,12 +41,18 @@ GOOD_RECORD = st.fixed_dictionaries({"domain": st.just("math"), "prompt": WORDS,
                                               "answer": st.one_of(WORDS, st.integers()),
                                               "meta": st.dictionaries(st.text(max_size=5), SCALAR, max_size=3)})
 """Mostly valid records (meta may still hold NaN or a surrogate), so that files are accepted too."""
-ROWS = st.one_of(st.lists(GOOD_RECORD, min_size=1, max_size=3),
+MUTATED = st.tuples(GOOD_RECORD, st.sampled_from(FIELDS), JSON).map(lambda t: {**t[0], t[1]: t[2]})
+"""A valid record with one field replaced by any JSON value."""
+ROWS = st.one_of(st.lists(GOOD_RECORD, min_size=1, max_size=3), st.lists(MUTATED, min_size=1, max_size=2),
                  st.lists(st.one_of(RECORD, GOOD_RECORD, TEXT), min_size=1, max_size=4))
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _not_json(name: str):
+    raise AssertionError(f"{name} written into a JSON file")
 
 
 def _records_cli(src: Path, capsys) -> None:
@@ -61,7 +67,10 @@ def _records_cli(src: Path, capsys) -> None:
     after = _snapshot(src.parent)
     if code == 0:
         assert set(after) - set(before) == {"out.jsonl"}
-        assert read_jsonl(out)  # the run's own output is valid records (no bare NaN, no surrogate)
+        # the output is strict JSON (no bare NaN) that reads back as valid records
+        lines = [line for line in out.read_text(encoding="utf-8").split("\n") if line]
+        assert all(isinstance(json.loads(line, parse_constant=_not_json), dict) for line in lines)
+        assert len(read_jsonl(out)) == len(lines)
     else:
         assert after == before and err.startswith("error: ") and str(src) in err, err
     assert {k: v for k, v in after.items() if k != "out.jsonl"} == before
@@ -146,8 +155,13 @@ def _outside_the_run(root: Path, before: dict[str, bytes], cfg_root: Path | None
     return [k for k in changed if inside is None or not k.startswith(inside)]
 
 
+HOSTILE_SET = st.tuples(st.sampled_from(["name", "data.domains", "out_root"]),
+                        st.sampled_from(["../../x", ".", "..", "a/b", "../../ESC", "{'../../ESC': {source: champ}}",
+                                         "{'a/b': {source: champ}}", '"x\\0y"', "''"]))
+
+
 @PROPERTY
-@given(assignments=st.lists(st.tuples(DOTTED, VALUE), min_size=1, max_size=3))
+@given(assignments=st.lists(st.one_of(st.tuples(DOTTED, VALUE), HOSTILE_SET), min_size=1, max_size=3))
 def test_any_set_gives_exit_2_or_a_run_directory_inside_out_root(assignments, capsys):
     """`--set` after a preset: the config loads, with its run directory one level under out_root and every
     model directory inside it, or is refused with a LeakauditError (exit 2). The CLI, with a base model that does
