@@ -79,6 +79,8 @@ class AuditRequest:
     api_concurrency: int = 4
     api_timeout_s: float = 60.0
     api_max_retries: int = 4
+    force: list[str] = field(default_factory=list)
+    """--force: stages to redo, each with every later stage (or 'all'), as run-study's --force."""
 
 
 def check_teacher_flag(value: str | None) -> None:
@@ -277,7 +279,7 @@ def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print, progress
     """Run (or resume) an audit; returns the path of candidates.csv."""
     from leakaudit.study import Study
 
-    study = Study(audit_config(req), log=log, progress=progress, redact=req.redact,
+    study = Study(audit_config(req), force=req.force, log=log, progress=progress, redact=req.redact,
                   recipe_sources=recipe_sources(req))
     study.run_all()
     return study.run.candidates_csv

@@ -92,8 +92,13 @@ def records(
     out: Optional[Path] = typer.Option(None, help="Write JSONL here instead of printing."),
     list_sources: bool = typer.Option(False, "--list", help="List the available sources."),
     count: bool = typer.Option(False, help="Print only the number of records per domain."),
+    config: Optional[Path] = typer.Option(None, help="Study YAML whose base_model and data.max_*_tokens a file's "
+                                                     "records are checked against (as run-study checks them)."),
+    preset: Optional[str] = typer.Option(None, help="Preset for those checks when no --config (default: default)."),
 ) -> None:
-    """Load records from a source and print them as JSONL (or write them to --out)."""
+    """Load records from a source and print them as JSONL (or write them to --out). A file's records are checked
+    as run-study checks them: one domain (--option domain=, else the first record's), every text within the
+    token budget."""
     from leakaudit.data.records import write_jsonl
     from leakaudit.data.sources import available_sources, check_source_options, load_source
 
@@ -106,6 +111,8 @@ def records(
     options = _parse_options(option)
     check_source_options(source, options, where="--option")  # as run-study checks data.domains.<d>.options
     recs = load_source(source, limit=limit, seed=seed, **options)
+    if source == "file":
+        _admit_file_records(recs, options, config=config, preset=preset, whole_file=limit is None)
     if count:
         from collections import Counter
 
@@ -118,6 +125,23 @@ def records(
     else:
         for r in recs:
             typer.echo(json.dumps(r.to_dict(), ensure_ascii=False))
+
+
+def _admit_file_records(recs: list, options: dict, *, config: Optional[Path], preset: Optional[str],
+                        whole_file: bool) -> None:
+    """The study's checks of a file's records (leakaudit.data.admit): one domain, within the token budget."""
+    from leakaudit.config import load_config
+    from leakaudit.data.admit import admit
+    from leakaudit.data.records import record_lines
+    from leakaudit.models import load_tokenizer
+
+    cfg = load_config(config, preset=preset)
+    path = str(options["path"])
+    domain = options.get("domain") or recs[0].domain
+    configured = "--option domain" if options.get("domain") else "this file (its first record's domain)"
+    admit(recs, source="file", domain=domain, configured=configured, data=cfg.data, where=path,
+          tokenizer=load_tokenizer(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
+          lines=record_lines(path) if whole_file else None)
 
 
 @app.command()
@@ -323,6 +347,7 @@ def audit(
     out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
+    force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
 ) -> None:
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
@@ -333,7 +358,7 @@ def audit(
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
                        config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
                        api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
-                       api_max_retries=api_retries)
+                       api_max_retries=api_retries, force=list(force))
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")

@@ -38,6 +38,7 @@ from pydantic_core import PydanticCustomError
 
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.memory import ALLOCATOR_POLICIES
+from leakaudit.rundir import check_run_name, check_safe_name
 from leakaudit.signals.backend import SamplingConfig
 from leakaudit.yamlio import load_yaml, read_yaml
 from shadow_models.config import OPDConfig, TeacherPrepConfig
@@ -123,6 +124,8 @@ class DataConfig:
         self.domains = {d: s if isinstance(s, DomainSource) else DomainSource(**s) for d, s in self.domains.items()}
         if not self.domains:
             raise ConfigError("data.domains: at least one domain is needed")
+        for domain in self.domains:  # a domain names its models' directories (models/<domain>-s0, ...)
+            check_safe_name(domain, f"data.domains.{domain}")
         if self.n_candidates < 4 or self.n_candidates % 2:
             raise ConfigError(f"data.n_candidates: must be an even number >= 4, got {self.n_candidates}")
         if self.n_population < 0:
@@ -486,6 +489,7 @@ class StudyConfig:
     def __post_init__(self) -> None:
         if not self.name.strip():
             raise ConfigError("name: must be a non-empty run directory name")
+        check_run_name(self.name)
         if self.seed < 0:
             raise ConfigError(f"seed: must be >= 0, got {self.seed}")
         if self.training.seed is not None:

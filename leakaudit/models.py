@@ -194,6 +194,19 @@ def check_safetensors_only(path: str | os.PathLike) -> None:
                          "convert it with save_pretrained(safe_serialization=True)")
 
 
+def check_loads_without_code(path: str | os.PathLike) -> None:
+    """InputError naming the model unless its config loads with trust_remote_code off (AutoConfig: the
+    architecture is one transformers knows), so a model that needs custom code is found before any training."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(str(path), trust_remote_code=False)
+    except (ValueError, KeyError, OSError) as e:
+        raise InputError(f"does not load without custom code (trust_remote_code is off; set trust_remote_code: "
+                         f"true only for a model whose code you trust): {' '.join(str(e).split())[:300]}",
+                         path=str(path)) from None
+
+
 @dataclass(frozen=True)
 class LoadOptions:
     """How to load a model. dtype: 'float32' (default; use autocast for bf16 compute) or 'bfloat16'."""

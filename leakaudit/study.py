@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable
 
 from leakaudit import stage_marks
 from leakaudit.config import StudyConfig, dump_config, with_seed
-from leakaudit.data.records import (Record, check_unique, make_record_id, read_jsonl, record_lines,
+from leakaudit.data.admit import admit, check_budget
+from leakaudit.data.records import (Record, check_unique, make_record_id, normalise_id, read_jsonl, record_lines,
                                     write_jsonl)
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
@@ -34,7 +35,7 @@ from leakaudit.locks import made_once, run_exclusively
 from leakaudit.memory import release_freed_memory, set_allocator_policy
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
-from leakaudit.rundir import RunDir
+from leakaudit.rundir import RunDir, check_run_root
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
 REBUILT_WHEN_CHANGED = ("report",)
@@ -66,7 +67,8 @@ def model_ref_key(name: str) -> str:
 def same_record_keys(record: Record) -> tuple[str, str]:
     """What makes two audit records one to a reference that trains on them: the same id, or the same text given
     under another id (its content hash, make_record_id; before, only ids were compared). ('id:…', 'text:…')."""
-    return f"id:{record.record_id}", f"text:{make_record_id(record.domain, record.prompt, record.privileged)}"
+    return (f"id:{normalise_id(record.record_id)}",
+            f"text:{make_record_id(record.domain, record.prompt, record.privileged)}")
 
 
 def check_audit_label(record: Record, *, path: str, line: int | None) -> None:
@@ -85,11 +87,11 @@ def unique_by_id(records: list[Record]) -> dict[str, Record]:
     could name another domain's background record)."""
     out: dict[str, Record] = {}
     for r in records:
-        first = out.setdefault(r.record_id, r)
+        first = out.setdefault(normalise_id(r.record_id), r)
         if first is not r:
             raise InputError(f"two records share this id (domains {first.domain!r} and {r.domain!r}); record ids "
                              "must be unique across a study's domains", record_id=r.record_id, field="record_id")
-    return out
+    return {r.record_id: r for r in out.values()}
 
 
 class Study:
@@ -272,6 +274,7 @@ class Study:
 
     def prepare(self) -> None:
         """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2)."""
+        check_run_root(self.run.root)  # new, empty or a run leakaudit made; a writable place
         check_backend(self.cfg.execution)
         self._check_run_dir_config()
         self._check_model_refs()  # first: the records' token budget loads base_model's tokenizer
@@ -285,10 +288,15 @@ class Study:
             records = records + [r for extra in (background, reference) for d in sorted(extra) for r in extra[d]]
         self._records = unique_by_id(records)
         self._teacher_records = teacher_pool
+        self._check_paths_inside()
         self._check_attack_signals()
         self._todo_from = self._check_stage_marks()
         self._check_saved_plan()
         if self._todo_from <= STAGES.index("signals"):
+            if self.api_target:  # reachable, key accepted, log-probs returned: before any reference is trained
+                from leakaudit.signals.api_stage import probe_api_target
+
+                probe_api_target(self.cfg.audit, self.tokenizer)
             # the executor's resources are known only once it runs (Ray: the cluster's GPUs and CPUs): start it now,
             # so a job asking for more than the cluster has is refused before the run's first file, not after the
             # teacher stage (it was: a CPU machine with the default gpus_per_student=1 failed after ~20 minutes)
@@ -297,6 +305,17 @@ class Study:
             except BaseException:
                 self.close()
                 raise
+
+    def _check_paths_inside(self) -> None:
+        """Every path of the run built from a name the user gave (domains through model ids) is a safe file name
+        and resolves inside the run directory, before the first write."""
+        from leakaudit.rundir import check_safe_name
+
+        for model_id in self.plan().models:
+            what = f"model id {model_id!r} (from the domain of the records or data.domains)"
+            check_safe_name(model_id, what)
+            for path in (self.run.model(model_id), self.run.fixed(model_id), self.run.fresh(model_id)):
+                self.run.check_inside(path, what)
 
     def check_before_training(self) -> None:
         """What `leakaudit train` checks before it trains a model of this run outside run-study (before, nothing):
@@ -349,13 +368,19 @@ class Study:
     def _check_model_refs(self) -> None:
         """Every model the run reads resolves, and a local one holds safetensors, before the run's first file (a
         directory of pickled weights passed here and failed at its first load, after the plan was written)."""
-        from leakaudit.models import check_safetensors_only, resolve_model_ref
+        from leakaudit.models import check_loads_without_code, check_safetensors_only, resolve_model_ref
 
         for name, ref in self.external_models().items():
             try:
-                check_safetensors_only(resolve_model_ref(ref))
+                path = resolve_model_ref(ref)
+                check_safetensors_only(path)
+                if not self.cfg.trust_remote_code:
+                    check_loads_without_code(path)
             except InputError as e:
                 raise InputError(f"{model_ref_key(name)}: {e}") from None
+        if self.cfg.trust_remote_code:
+            self.log("notice: trust_remote_code is true: code shipped with these models may run on this machine: "
+                     + ", ".join(f"{model_ref_key(n)} = {r}" for n, r in self.external_models().items()))
         if self.api_target:
             from leakaudit.signals.api_stage import check_api_target
 
@@ -457,20 +482,9 @@ class Study:
             pool = load_source(spec.source, seed=self.cfg.seed, **options)
             where = str(options.get("path") or f"source '{spec.source}'")
             lines = record_lines(Path(options["path"])) if spec.source == "file" else None
-            for i, r in enumerate(pool):
-                if r.domain != domain:
-                    raise InputError(f"has domain '{r.domain}', but data.domains.{domain} takes records of domain "
-                                     f"'{domain}' (records are never relabelled: that would change their ids); "
-                                     "rename the configured domain or fix the record", path=where,
-                                     line=lines[i] if lines else None, record_id=r.record_id, field="domain")
             check_unique(pool, path=where)
-            if spec.source == "file" or not data.drop_over_budget:
-                self._check_budget(pool, where, lines)  # a user's file is never silently trimmed
-                dropped = 0
-            else:
-                kept = [r for r in pool if self._over_budget(r) is None]
-                dropped = len(pool) - len(kept)
-                pool = kept
+            pool, dropped = admit(pool, source=spec.source, domain=domain, configured=f"data.domains.{domain}",
+                                  tokenizer=self.tokenizer, data=data, where=where, lines=lines)
             by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
                                     parts={"teacher": data.n_teacher_records, "background": data.n_background,
@@ -541,22 +555,7 @@ class Study:
         return loaded["candidates"], loaded.get("population", [])
 
     def _check_budget(self, records: list[Record], where: str, lines: list[int] | None) -> None:
-        for i, r in enumerate(records):
-            over = self._over_budget(r)
-            if over is not None:
-                name, n, limit = over
-                key = "max_prompt_tokens" if name == "prompt" else "max_privileged_tokens"
-                raise InputError(f"has {n} tokens, over the budget of {limit} (data.{key})", path=where,
-                                 line=lines[i] if lines else None, record_id=r.record_id, field=name)
-
-    def _over_budget(self, record: Record) -> tuple[str, int, int] | None:
-        """(field, tokens, budget) of the first text over its token budget, else None."""
-        data = self.cfg.data
-        for name, limit in (("prompt", data.max_prompt_tokens), ("privileged", data.max_privileged_tokens)):
-            n = len(self.tokenizer(getattr(record, name), add_special_tokens=False)["input_ids"])
-            if n > limit:
-                return name, n, limit
-        return None
+        check_budget(records, self.tokenizer, self.cfg.data, where=where, lines=lines)
 
     def _study_plan(self, records: list[Record], background: dict[str, list[Record]],
                     reference: dict[str, list[Record]]) -> MembershipPlan:

@@ -17,7 +17,8 @@ from typing import Any, Iterator, Mapping
 
 import pandas as pd
 
-from leakaudit.data.records import Record, decode_utf8, jsonl_rows, validate_record_dict
+from leakaudit.data.records import (JsonShapeError, Record, decode_utf8, jsonl_rows, loads_strict,
+                                    validate_record_dict)
 from leakaudit.data.registry import register_source
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.io import read_parquet
@@ -85,9 +86,11 @@ def row_to_record_dict(row: dict[str, Any], mapping: dict[str, str], *, domain: 
             continue
         if name == "meta" and isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = loads_strict(value)
             except json.JSONDecodeError as e:
                 raise InputError(f"is not a JSON object: {e.msg}", path=str(path), line=line, field=column) from e
+            except JsonShapeError as e:
+                raise InputError(f"is not a record's meta: {e}", path=str(path), line=line, field=column) from None
         out[name] = value
     out.setdefault("domain", domain)
     out.setdefault("source", f"file:{path.name}")
