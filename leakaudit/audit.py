@@ -79,6 +79,15 @@ class AuditRequest:
     api_concurrency: int = 4
     api_timeout_s: float = 60.0
     api_max_retries: int = 4
+    null_sample: Path | None = None
+    """--null-sample: known non-members no reference trains on (the verdict's null sample); None = split one off the
+    population (--null-size)."""
+    null_size: int = 0
+    """--null-size: population records split off as the null sample; 0 = default_null_size."""
+    fdr: float = 0.1
+    """--fdr: the flagged list's false discovery rate."""
+    fpr: float | None = None
+    """--fpr: flag each candidate with p <= fpr instead of a BH list."""
 
 
 def check_teacher_flag(value: str | None) -> None:
@@ -133,7 +142,9 @@ def audit_config(req: AuditRequest) -> StudyConfig:
                             references=[str(r) for r in req.references], n_references=req.n_train_references,
                             target_model=req.target_model, api_key_env=req.api_key_env,
                             api_concurrency=req.api_concurrency, api_timeout_s=req.api_timeout_s,
-                            api_max_retries=req.api_max_retries)
+                            api_max_retries=req.api_max_retries,
+                            null_sample=str(req.null_sample) if req.null_sample else None,
+                            null_size=req.null_size, fdr=req.fdr, fpr=req.fpr)
         return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
                                    out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
     except ConfigError as e:
@@ -142,7 +153,9 @@ def audit_config(req: AuditRequest) -> StudyConfig:
 
 AUDIT_FLAGS = {"audit.n_references": "--train-references", "audit.target": "--target",
                "audit.candidates": "--candidates", "audit.population": "--population",
-               "audit.background": "--background", "audit.references": "--references"}
+               "audit.background": "--background", "audit.references": "--references",
+               "audit.null_sample": "--null-sample", "audit.null_size": "--null-size", "audit.fdr": "--fdr",
+               "audit.fpr": "--fpr"}
 """The audit's config keys that come from one CLI flag each: its errors name the flag the auditor typed."""
 
 
@@ -179,6 +192,46 @@ def offline_attacks(attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
             continue
         out.append(a)
     return out
+
+
+# ---- the null sample and the verdict ---------------------------------------------------------------------------
+NULL_SCORES_FILE = "null_scores.parquet"
+"""The null sample's rows of the attacks (scores.parquet's schema), beside scores.parquet, which holds the
+candidates' rows only."""
+MIN_REFERENCE_RECORDS = 2
+"""Population records the references keep at least when the null sample is split off the population."""
+
+
+def default_null_size(n_population: int) -> int:
+    """Population records split off as the null sample by default: enough for p = 0.01
+    (leakaudit.verdict.null_size_for(DEFAULT_NULL_LEVEL) = 99) when the population holds twice that, else half of it
+    (the references train on the other half). A larger null sample costs sampling and scoring only (the target and
+    every reference score its records; nothing is trained on it)."""
+    from leakaudit.verdict import DEFAULT_NULL_LEVEL, null_size_for
+
+    return min(null_size_for(DEFAULT_NULL_LEVEL), n_population // 2)
+
+
+def split_null_sample(population: list[str], null_size: int, seed: int, domain: str) -> tuple[list[str], list[str]]:
+    """(null sample, the rest for the references) from the population ids: a seeded draw of `null_size` records
+    (0 = default_null_size). ConfigError naming --null-size when fewer than MIN_REFERENCE_RECORDS would remain."""
+    from leakaudit.membership import _shuffled
+
+    n = null_size or default_null_size(len(population))
+    if n < 1 or len(population) - n < MIN_REFERENCE_RECORDS:
+        raise ConfigError(f"--null-size: the population has {len(population)} records; a null sample of {n} leaves "
+                          f"fewer than {MIN_REFERENCE_RECORDS} for the references (give a larger --population, a "
+                          "smaller --null-size, or a separate --null-sample file)")
+    chosen = set(_shuffled(sorted(population), seed, f"null sample {domain}")[:n])
+    return [r for r in population if r in chosen], [r for r in population if r not in chosen]
+
+
+def null_source_words(cfg: StudyConfig, n_null: int, n_population: int) -> str:
+    """Where the null sample came from, in words (audit.json's verdict.null_source and the report)."""
+    if cfg.audit is not None and cfg.audit.null_sample:
+        return f"{n_null} records of --null-sample {cfg.audit.null_sample}, trained on by no reference"
+    return (f"{n_null} records split off the population ({n_population} left for the references, which never train "
+            "on the null sample)")
 
 
 # ---- the references' recipe -----------------------------------------------------------------------------------

@@ -323,6 +323,14 @@ def audit(
     out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
+    null_sample: Optional[Path] = typer.Option(None, help="Known non-members (JSONL) that no reference trains on: "
+                                                           "the verdict's null sample. Default: split one off "
+                                                           "--population (--null-size)."),
+    null_size: int = typer.Option(0, help="Population records split off as the null sample (0 = 99, enough for "
+                                          "p = 0.01, or half the population when it is smaller). Costs sampling and "
+                                          "scoring only."),
+    fdr: float = typer.Option(0.1, help="False discovery rate of the flagged list (Benjamini-Hochberg)."),
+    fpr: Optional[float] = typer.Option(None, help="Flag each candidate with p <= FPR instead of a BH list."),
 ) -> None:
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
@@ -333,9 +341,10 @@ def audit(
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
                        config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
                        api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
-                       api_max_retries=api_retries)
+                       api_max_retries=api_retries, null_sample=null_sample, null_size=null_size, fdr=fdr, fpr=fpr)
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
+    _print_verdict(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")
 
 
@@ -349,6 +358,16 @@ def _print_recipe(root: Path) -> None:
     recipe = json.loads(path.read_text(encoding="utf-8")).get("reference_recipe") if path.is_file() else None
     if recipe:
         typer.echo(recipe_line(recipe))
+
+
+def _print_verdict(root: Path) -> None:
+    """The audit's verdict, as audit.json records it (leakaudit.verdict.verdict_sentences)."""
+    path = Path(root) / "audit.json"
+    verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict") if path.is_file() else None
+    if verdict:
+        typer.echo("verdict: " + verdict["headline"])
+        for line in verdict["details"]:
+            typer.echo("  " + line)
 
 
 @app.command()
