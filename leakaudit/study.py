@@ -987,8 +987,13 @@ class Study:
 
         labels = pd.read_parquet(self.run.scores, columns=["is_member"]).is_member
         if labels.isna().all() or labels.dropna().nunique() < 2:
-            self.log("[report] no ground-truth labels with both classes (meta.is_member): per-candidate scores only, "
-                     "no metrics")
+            from leakaudit.report.verdict_section import verdict_page
+
+            page = verdict_page(self.run.root) if self.is_audit else None
+            if page is not None:  # no metrics without labels: the report is the verdict against the null sample
+                write_text(self.run.report_html, page)
+            self.log("[report] no ground-truth labels with both classes (meta.is_member): the verdict and "
+                     "per-candidate p-values only, no metrics")
             return
         build_report(self.run.root, redact=self.redact, n_boot=self.cfg.metrics.n_boot, seed=self.cfg.metrics.seed)
         from leakaudit.realism import load as load_realism, summary_line as realism_line

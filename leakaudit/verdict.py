@@ -185,7 +185,8 @@ def audit_verdict(candidate_ids: Sequence[str], scores: Mapping[str, tuple[np.nd
     the words and the flagged list come from (present in `scores`); labels: [N] bool is_member when known;
     blind: (candidates [N], null [Z]) scores of the blind text baseline, the exchangeability check.
     Keys: primary, level {kind: fdr|fpr, value}, n_candidates, n_null, null_source, smallest_p, warnings,
-    global {attack: global_test}, primary_global, blind (global_test + valid) | None, p_values [N], flagged [N],
+    global {attack: global_test}, primary_global, blind (global_test + valid) | None, candidate_ids [N],
+    p_values [N], flagged [N],
     flagged_ids, detectable_auroc, evidence (bool), valid (bool), epsilon (labelled runs) | None, headline, details.
     """
     if fpr is not None:
@@ -211,6 +212,7 @@ def audit_verdict(candidate_ids: Sequence[str], scores: Mapping[str, tuple[np.nd
         "n_candidates": n, "n_null": z, "null_source": null_source, "smallest_p": smallest_p(z),
         "warnings": level_warnings(z, n, fdr=fdr, fpr=fpr), "global": tests, "primary_global": g,
         "blind": blind_test, "valid": bool(valid), "evidence": bool(g["p_value"] < GLOBAL_ALPHA),
+        "candidate_ids": [str(r) for r in candidate_ids],
         "p_values": [float(x) for x in p], "flagged": [bool(x) for x in flagged],
         "flagged_ids": [str(r) for r, f in zip(candidate_ids, flagged) if f],
         "detectable_auroc": detectable_auroc(n, z), "epsilon": None,

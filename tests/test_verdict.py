@@ -179,3 +179,20 @@ def test_planted_members_are_found():
     flagged = np.array(v["flagged"])
     assert (flagged & members).sum() >= 10 and (flagged & ~members).sum() <= 2
     assert v["epsilon"]["tpr"] >= 10 / 16 and v["epsilon"]["epsilon_lb"] > 0.5
+
+
+def test_verdict_box_states_the_headline_warnings_and_tests():
+    import html
+
+    from leakaudit.report.verdict_section import verdict_section
+
+    rng = np.random.default_rng(5)
+    ids = [f"<c{i}>" for i in range(6)]  # escaped in the page
+    v = audit_verdict(ids, {"leaky": (rng.normal(size=6) + 5, rng.normal(size=9)), "loss": (rng.normal(size=6),
+                                                                                           rng.normal(size=9))},
+                      blind=(rng.normal(size=6), rng.normal(size=9)), n_boot=100)
+    box = verdict_section(v)
+    assert box.startswith('<section id="verdict">') and "&lt;c0&gt;" in box and "<c0>" not in box
+    assert v["headline"].split(":")[0] in box and "leaky (primary)" in box and "blind text (exchangeability" in box
+    assert v["warnings"] and all(html.escape(w) in box for w in v["warnings"])  # 9 null records: 0.1 / 6 not reached
+    assert verdict_section(None) == ""
