@@ -88,6 +88,12 @@ class AuditRequest:
     """--fdr: the flagged list's false discovery rate."""
     fpr: float | None = None
     """--fpr: flag each candidate with p <= fpr instead of a BH list."""
+    prompt_column: str | None = None
+    privileged_column: str | None = None
+    id_column: str | None = None
+    domain: str | None = None
+    """--prompt-column, --privileged-column, --id-column, --domain: how every audit source's rows map to records
+    (leakaudit.data.audit_inputs)."""
 
 
 def check_teacher_flag(value: str | None) -> None:
@@ -144,7 +150,8 @@ def audit_config(req: AuditRequest) -> StudyConfig:
                             api_concurrency=req.api_concurrency, api_timeout_s=req.api_timeout_s,
                             api_max_retries=req.api_max_retries,
                             null_sample=str(req.null_sample) if req.null_sample else None,
-                            null_size=req.null_size, fdr=req.fdr, fpr=req.fpr)
+                            null_size=req.null_size, fdr=req.fdr, fpr=req.fpr, prompt_column=req.prompt_column,
+                            privileged_column=req.privileged_column, id_column=req.id_column, domain=req.domain)
         return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
                                    out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
     except ConfigError as e:
@@ -155,7 +162,9 @@ AUDIT_FLAGS = {"audit.n_references": "--train-references", "audit.target": "--ta
                "audit.candidates": "--candidates", "audit.population": "--population",
                "audit.background": "--background", "audit.references": "--references",
                "audit.null_sample": "--null-sample", "audit.null_size": "--null-size", "audit.fdr": "--fdr",
-               "audit.fpr": "--fpr"}
+               "audit.fpr": "--fpr", "audit.prompt_column": "--prompt-column",
+               "audit.privileged_column": "--privileged-column", "audit.id_column": "--id-column",
+               "audit.domain": "--domain"}
 """The audit's config keys that come from one CLI flag each: its errors name the flag the auditor typed."""
 
 

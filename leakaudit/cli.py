@@ -302,10 +302,15 @@ def audit(
     api_concurrency: int = typer.Option(4, help="API target: requests in flight at once."),
     api_timeout: float = typer.Option(60.0, help="API target: seconds per request attempt."),
     api_retries: int = typer.Option(4, help="API target: retries on 429 / 5xx / timeouts, with backoff."),
-    candidates: Path = typer.Option(..., help="Candidate records (JSONL); meta.is_member, if present on every "
-                                              "record, is used as ground truth for metrics."),
-    population: Optional[Path] = typer.Option(None, help="Population records (JSONL) to train references on; "
-                                                          "must exclude every candidate."),
+    candidates: Path = typer.Option(..., help="Candidate records: JSONL, CSV, parquet, or a Hugging Face dataset "
+                                              "hf:NAME[:CONFIG][@SPLIT] (a hub id, a local folder in hub layout or "
+                                              "saved with save_to_disk; also every other record option); "
+                                              "meta.is_member, if present on every record, is used as ground truth "
+                                              "for metrics."),
+    population: Optional[Path] = typer.Option(None, help="Population records (known non-members, drawn like the "
+                                                          "candidates): the references train on one part, the "
+                                                          "verdict's null sample is the other; must exclude every "
+                                                          "candidate."),
     background: Optional[Path] = typer.Option(None, help="Records (JSONL) every trained reference also trains on: "
                                                           "the target's background set, when known; must exclude "
                                                           "every candidate and population record."),
@@ -331,6 +336,12 @@ def audit(
                                           "scoring only."),
     fdr: float = typer.Option(0.1, help="False discovery rate of the flagged list (Benjamini-Hochberg)."),
     fpr: Optional[float] = typer.Option(None, help="Flag each candidate with p <= FPR instead of a BH list."),
+    prompt_column: Optional[str] = typer.Option(None, help="Column holding the prompt (default: prompt)."),
+    privileged_column: Optional[str] = typer.Option(None, help="Column holding the privileged text (default: "
+                                                               "privileged)."),
+    id_column: Optional[str] = typer.Option(None, help="Column holding the record id (default: record_id, else a "
+                                                       "content hash)."),
+    domain: Optional[str] = typer.Option(None, help="Domain of rows without a domain column (default: general)."),
 ) -> None:
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
@@ -341,7 +352,9 @@ def audit(
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
                        config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
                        api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
-                       api_max_retries=api_retries, null_sample=null_sample, null_size=null_size, fdr=fdr, fpr=fpr)
+                       api_max_retries=api_retries, null_sample=null_sample, null_size=null_size, fdr=fdr, fpr=fpr,
+                       prompt_column=prompt_column, privileged_column=privileged_column, id_column=id_column,
+                       domain=domain)
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
     _print_verdict(table_path.parent)

@@ -351,6 +351,14 @@ class AuditConfig:
     (0, 1); ignored when `fpr` is set."""
     fpr: float | None = None
     """Flag each candidate with p <= fpr instead (a per-candidate false positive rate), in (0, 1); null = use fdr."""
+    prompt_column: str | None = None
+    """The column holding the prompt in every audit source (leakaudit.data.audit_inputs); null = 'prompt'."""
+    privileged_column: str | None = None
+    """The column holding the privileged text; null = 'privileged'."""
+    id_column: str | None = None
+    """The column holding the record id; null = 'record_id' when present, else a content hash."""
+    domain: str | None = None
+    """The domain of rows without a domain column; null = 'general'."""
     # ---- an API target (issue 16): `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
     target_model: str | None = None
     """The served model's name (required when `target` is a URL, refused otherwise)."""
@@ -400,6 +408,9 @@ class AuditConfig:
             raise ConfigError(f"audit.fdr: must be in (0, 1), got {self.fdr}")
         if self.fpr is not None and not 0 < self.fpr < 1:
             raise ConfigError(f"audit.fpr: must be in (0, 1), got {self.fpr}")
+        for name in ("prompt_column", "privileged_column", "id_column", "domain"):
+            if getattr(self, name) is not None and not getattr(self, name).strip():
+                raise ConfigError(f"audit.{name}: must be a non-empty string or null")
 
 
 EXECUTION_BACKENDS = ("local", "ray")

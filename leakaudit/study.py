@@ -516,8 +516,12 @@ class Study:
         candidates: dict[str, str] = {}  # identities (same_record_keys) of the candidates -> their ids
         population: dict[str, str] = {}
         background: dict[str, str] = {}
+        from leakaudit.data.audit_inputs import ColumnMap, read_records
+
+        columns = ColumnMap(prompt=audit.prompt_column, privileged=audit.privileged_column, record_id=audit.id_column,
+                            domain=audit.domain)
         for role, path in files:
-            recs, lines = read_jsonl(path), record_lines(path)
+            recs, lines = read_records(path, columns)
             for r, line in zip(recs, lines):
                 domain = domain or r.domain
                 if r.domain != domain:
