@@ -29,6 +29,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="Membership-inference audits of students trained by on-policy distillation.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from leakaudit import __version__
+
+        typer.echo(f"leakaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Membership-inference audits of students trained by on-policy distillation."""
+
+
 def _usage_error_classes() -> tuple[type[BaseException], ...]:
     """The usage-error classes a typer app may raise: typer >= 0.2x vendors its own click (typer._click), whose
     exceptions are not click's; older typers raise click's own. Both are caught."""

@@ -103,3 +103,11 @@ def test_cli_audit_of_a_bad_csv_row_exits_2_and_writes_nothing(tmp_path, tiny_mo
     err = capsys.readouterr().err
     assert code == 2 and f"{tmp_path / 'pop.csv'}, line 3" in err and "field 'question'" in err, err
     assert not out.exists()
+
+
+def test_version_flag(capsys):
+    from leakaudit import __version__
+    from leakaudit.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"leakaudit {__version__}\n"
