@@ -579,6 +579,16 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "audit.api_concurrency": 4,
     "audit.api_timeout_s": 60.0,
     "audit.api_max_retries": 4,
+    # the verdict's keys at their defaults: an audit made before them keeps its hash, and its saved plan (no null
+    # sample) is then refused by the plan check with its --force plan advice (Study._check_saved_plan)
+    "audit.null_sample": None,
+    "audit.null_size": 0,
+    "audit.fdr": 0.1,
+    "audit.fpr": None,
+    "audit.prompt_column": None,
+    "audit.privileged_column": None,
+    "audit.id_column": None,
+    "audit.domain": None,
 }
 """Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
 them out at that value. (Adding a key with its neutral value here is the one way to add an option without
