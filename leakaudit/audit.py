@@ -23,8 +23,10 @@ offline=true, labelled rmia_offline: pr(x) ~ ((1 + a) pr_OUT(x) + (1 - a)) / 2, 
 rmia, and lira_offline (a one-sided test against the OUT Gaussian, attacks/lira.py) in place of lira_online.
 
 Run directory: the study layout plus `candidates.csv` (one row per candidate, one column per attack, higher =
-more likely a member) and `audit.json`. Labels, when every candidate carries `meta.is_member`, turn the scores
-into metrics and a report.
+more likely a member, then the primary attack's conformal `p_value` and `flagged`), `null_scores.parquet` and
+`audit.json` with the verdict (leakaudit.verdict: the candidates against a null sample of known non-members that no
+reference trained on, split off the population or given with --null-sample). Labels, when every candidate carries
+`meta.is_member`, turn the scores into metrics and a report; without them the report is the verdict box.
 """
 
 from __future__ import annotations
