@@ -154,10 +154,22 @@ def audit_config(req: AuditRequest) -> StudyConfig:
                             null_sample=str(req.null_sample) if req.null_sample else None,
                             null_size=req.null_size, fdr=req.fdr, fpr=req.fpr, prompt_column=req.prompt_column,
                             privileged_column=req.privileged_column, id_column=req.id_column, domain=req.domain)
+        attacks = offline_attacks(cfg.attacks)
+        check_primary_attack(attacks)
         return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
-                                   out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
+                                   out_root=str(out.parent), attacks=attacks)
     except ConfigError as e:
         raise ConfigError(flag_named(str(e), out)) from None
+
+
+def check_primary_attack(attacks: list[AttackSpecConfig]) -> None:
+    """ConfigError unless the verdict's primary attack (leakaudit.verdict.PRIMARY_ATTACK, by its label) is among an
+    audit's attacks: it is checked before anything runs, not after the references are trained."""
+    from leakaudit.verdict import PRIMARY_ATTACK
+
+    if not any(a.display == PRIMARY_ATTACK for a in attacks):
+        raise ConfigError(f"attacks: an audit's verdict rests on '{PRIMARY_ATTACK}' (its primary attack, fixed in "
+                          f"advance); keep it in the attacks list (got {[a.display for a in attacks]})")
 
 
 AUDIT_FLAGS = {"audit.n_references": "--train-references", "audit.target": "--target",

@@ -508,3 +508,12 @@ def test_a_null_sample_holding_a_candidate_exits_2_and_writes_nothing(audit_inpu
     code, _, err = _audit(capsys, tmp, target, out, "--null-sample", extra_file, base_model=tiny_model_dir)
     assert code == 2 and f"{extra_file}, line 2" in err and "is also a candidate" in err, err
     assert not out.exists()
+
+
+def test_an_audit_without_its_primary_attack_is_refused_before_it_runs():
+    from leakaudit.audit import audit_config
+    from leakaudit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="verdict rests on 'leaky'"):
+        audit_config(_request(overrides=["attacks=[{name: loss}, {name: leaky, label: leaky_x}]"]))
+    assert [a.display for a in audit_config(_request(overrides=["attacks=[{name: leaky}]"])).attacks] == ["leaky"]
