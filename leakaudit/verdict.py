@@ -250,10 +250,12 @@ def verdict_sentences(v: dict) -> tuple[str, list[str]]:
                 f"{v['n_candidates']} candidates flagged at {_level_words(v)}"
                 + (": " + ", ".join(v["flagged_ids"][:10]) + (" ..." if k > 10 else "") if k else "") + ".")
     else:
+        power = (f"detects an AUROC of {v['detectable_auroc']:.2f} or more with {POWER:.0%} power at "
+                 f"p < {GLOBAL_ALPHA:g}" if v["detectable_auroc"] < 1 else
+                 f"is too small to detect even a perfect separation with {POWER:.0%} power at p < {GLOBAL_ALPHA:g}")
         head = (f"No evidence that any candidate was used (p = {g['p_value']:.2g}, {_ci(g)}); with "
-                f"{v['n_candidates']} candidates and {v['n_null']} null records the audit detects an AUROC of "
-                f"{v['detectable_auroc']:.2f} or more with {POWER:.0%} power at p < {GLOBAL_ALPHA:g}, and can flag "
-                f"a single candidate only at p >= {v['smallest_p']:.2g}"
+                f"{v['n_candidates']} candidates and {v['n_null']} null records the audit {power}, and its smallest "
+                f"per-candidate p-value is {v['smallest_p']:.2g}"
                 + (f"; {k} of {v['n_candidates']} flagged at {_level_words(v)}" if k else "") + ".")
     details = [f"Primary attack, fixed in advance: {v['primary']} (references that trained on no candidate). "
                f"Global test: one-sided Mann-Whitney, candidates vs {v['n_null']} null-sample records "

@@ -108,10 +108,13 @@ def test_audit_verdict_words_and_keys():
     assert len(v["warnings"]) == 1 and "flagging a single one among 20 needs p <= 0.005" in v["warnings"][0]
     assert v["epsilon"]["epsilon_lb"] > 0 and set(v["global"]) == {"leaky", "loss"}
     # no signal: says so and what the audit could have detected
-    v = audit_verdict(ids, {"leaky": (rng.normal(size=20), null)}, n_boot=0)
-    if not v["evidence"]:
-        assert v["headline"].startswith("No evidence that any candidate was used (p = ")
-        assert "detects an AUROC of" in v["headline"]
+    half = np.r_[-np.ones(50), np.ones(49)]  # candidates at 0 beat 50 of 99 null records: AUROC 50/99
+    v = audit_verdict(ids, {"leaky": (np.zeros(20), half)}, n_boot=0)
+    assert not v["evidence"] and v["primary_global"]["auroc"] == pytest.approx(50 / 99)
+    assert v["headline"].startswith("No evidence that any candidate was used (p = ")
+    assert f"detects an AUROC of {detectable_auroc(20, 99):.2f} or more with 80% power" in v["headline"]
+    v = audit_verdict(ids[:2], {"leaky": (np.zeros(2), np.ones(2))}, n_boot=0)
+    assert "too small to detect even a perfect separation" in v["headline"]
     # candidates that differ from the null sample as text: not valid, whatever Leaky says
     v = audit_verdict(ids, {"leaky": (cand, null)}, blind=(rng.normal(size=20) + 3, rng.normal(size=99)),
                       n_boot=200)
