@@ -29,6 +29,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="Membership-inference audits of students trained by on-policy distillation.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from leakaudit import __version__
+
+        typer.echo(f"leakaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Membership-inference audits of students trained by on-policy distillation."""
+
+
 def _usage_error_classes() -> tuple[type[BaseException], ...]:
     """The usage-error classes a typer app may raise: typer >= 0.2x vendors its own click (typer._click), whose
     exceptions are not click's; older typers raise click's own. Both are caught."""
@@ -326,10 +340,15 @@ def audit(
     api_concurrency: int = typer.Option(4, help="API target: requests in flight at once."),
     api_timeout: float = typer.Option(60.0, help="API target: seconds per request attempt."),
     api_retries: int = typer.Option(4, help="API target: retries on 429 / 5xx / timeouts, with backoff."),
-    candidates: Path = typer.Option(..., help="Candidate records (JSONL); meta.is_member, if present on every "
-                                              "record, is used as ground truth for metrics."),
-    population: Optional[Path] = typer.Option(None, help="Population records (JSONL) to train references on; "
-                                                          "must exclude every candidate."),
+    candidates: Path = typer.Option(..., help="Candidate records: JSONL, CSV, parquet, or a Hugging Face dataset "
+                                              "hf:NAME[:CONFIG][@SPLIT] (a hub id, a local folder in hub layout or "
+                                              "saved with save_to_disk; also every other record option); "
+                                              "meta.is_member, if present on every record, is used as ground truth "
+                                              "for metrics."),
+    population: Optional[Path] = typer.Option(None, help="Population records (known non-members, drawn like the "
+                                                          "candidates): the references train on one part, the "
+                                                          "verdict's null sample is the other; must exclude every "
+                                                          "candidate."),
     background: Optional[Path] = typer.Option(None, help="Records (JSONL) every trained reference also trains on: "
                                                           "the target's background set, when known; must exclude "
                                                           "every candidate and population record."),
@@ -348,6 +367,20 @@ def audit(
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
     force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
+    null_sample: Optional[Path] = typer.Option(None, help="Known non-members (JSONL) that no reference trains on: "
+                                                           "the verdict's null sample. Default: split one off "
+                                                           "--population (--null-size)."),
+    null_size: int = typer.Option(0, help="Population records split off as the null sample (0 = 99, enough for "
+                                          "p = 0.01, or half the population when it is smaller). Costs sampling and "
+                                          "scoring only."),
+    fdr: float = typer.Option(0.1, help="False discovery rate of the flagged list (Benjamini-Hochberg)."),
+    fpr: Optional[float] = typer.Option(None, help="Flag each candidate with p <= FPR instead of a BH list."),
+    prompt_column: Optional[str] = typer.Option(None, help="Column holding the prompt (default: prompt)."),
+    privileged_column: Optional[str] = typer.Option(None, help="Column holding the privileged text (default: "
+                                                               "privileged)."),
+    id_column: Optional[str] = typer.Option(None, help="Column holding the record id (default: record_id, else a "
+                                                       "content hash)."),
+    domain: Optional[str] = typer.Option(None, help="Domain of rows without a domain column (default: general)."),
 ) -> None:
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
@@ -358,9 +391,12 @@ def audit(
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
                        config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
                        api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
-                       api_max_retries=api_retries, force=list(force))
+                       api_max_retries=api_retries, force=list(force), null_sample=null_sample,
+                       null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column, privileged_column=privileged_column, id_column=id_column,
+                       domain=domain)
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
+    _print_verdict(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")
 
 
@@ -374,6 +410,16 @@ def _print_recipe(root: Path) -> None:
     recipe = json.loads(path.read_text(encoding="utf-8")).get("reference_recipe") if path.is_file() else None
     if recipe:
         typer.echo(recipe_line(recipe))
+
+
+def _print_verdict(root: Path) -> None:
+    """The audit's verdict, as audit.json records it (leakaudit.verdict.verdict_sentences)."""
+    path = Path(root) / "audit.json"
+    verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict") if path.is_file() else None
+    if verdict:
+        typer.echo("verdict: " + verdict["headline"])
+        for line in verdict["details"]:
+            typer.echo("  " + line)
 
 
 @app.command()

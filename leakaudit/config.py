@@ -342,6 +342,26 @@ class AuditConfig:
     """Reference students to train when `references` is empty. >= 1."""
     records_per_reference: int = 0
     """Population records each trained reference sees. >= 0; 0 = half the population (at least 1)."""
+    null_sample: str | None = None
+    """Records known not to have been handed to the teacher, drawn like the candidates, that no reference trains on:
+    the verdict's null sample (leakaudit.verdict). null = split one off the population (`null_size`)."""
+    null_size: int = 0
+    """Population records split off as the null sample when `null_sample` is null. >= 0; 0 = the default,
+    leakaudit.audit.default_null_size: enough for p = 0.01 (99 records) where the population allows, else half of
+    it. Costs sampling and scoring of these records by the target and every reference, no training."""
+    fdr: float = 0.1
+    """The flagged list's false discovery rate (Benjamini-Hochberg over the candidates' conformal p-values), in
+    (0, 1); ignored when `fpr` is set."""
+    fpr: float | None = None
+    """Flag each candidate with p <= fpr instead (a per-candidate false positive rate), in (0, 1); null = use fdr."""
+    prompt_column: str | None = None
+    """The column holding the prompt in every audit source (leakaudit.data.audit_inputs); null = 'prompt'."""
+    privileged_column: str | None = None
+    """The column holding the privileged text; null = 'privileged'."""
+    id_column: str | None = None
+    """The column holding the record id; null = 'record_id' when present, else a content hash."""
+    domain: str | None = None
+    """The domain of rows without a domain column; null = 'general'."""
     # ---- an API target (issue 16): `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
     target_model: str | None = None
     """The served model's name (required when `target` is a URL, refused otherwise)."""
@@ -383,6 +403,17 @@ class AuditConfig:
             raise ConfigError(f"audit.n_references: must be >= 1, got {self.n_references}")
         if self.records_per_reference < 0:
             raise ConfigError(f"audit.records_per_reference: must be >= 0, got {self.records_per_reference}")
+        if self.null_sample is not None and not self.null_sample.strip():
+            raise ConfigError("audit.null_sample: must be a non-empty path or null")
+        if self.null_size < 0:
+            raise ConfigError(f"audit.null_size: must be >= 0, got {self.null_size}")
+        if not 0 < self.fdr < 1:
+            raise ConfigError(f"audit.fdr: must be in (0, 1), got {self.fdr}")
+        if self.fpr is not None and not 0 < self.fpr < 1:
+            raise ConfigError(f"audit.fpr: must be in (0, 1), got {self.fpr}")
+        for name in ("prompt_column", "privileged_column", "id_column", "domain"):
+            if getattr(self, name) is not None and not getattr(self, name).strip():
+                raise ConfigError(f"audit.{name}: must be a non-empty string or null")
 
 
 EXECUTION_BACKENDS = ("local", "ray")
@@ -552,6 +583,16 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "audit.api_concurrency": 4,
     "audit.api_timeout_s": 60.0,
     "audit.api_max_retries": 4,
+    # the verdict's keys at their defaults: an audit made before them keeps its hash, and its saved plan (no null
+    # sample) is then refused by the plan check with its --force plan advice (Study._check_saved_plan)
+    "audit.null_sample": None,
+    "audit.null_size": 0,
+    "audit.fdr": 0.1,
+    "audit.fpr": None,
+    "audit.prompt_column": None,
+    "audit.privileged_column": None,
+    "audit.id_column": None,
+    "audit.domain": None,
 }
 """Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
 them out at that value. (Adding a key with its neutral value here is the one way to add an option without

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,6 +150,10 @@ def _resolve_hub_id(ref: str) -> str:
                      "cache: check the id, connect to the network, or pass a local model directory")
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+"""A hub model id: 'owner/name' or a bare 'name' (legacy root models: gpt2, bert-base-uncased)."""
+
+
 def resolve_model_ref(ref: str) -> str:
     """Return something ``from_pretrained`` accepts: a local directory or a hub id (see the module docstring)."""
     if ref in OFFLINE_MODELS:
@@ -158,7 +163,7 @@ def resolve_model_ref(ref: str) -> str:
         if not (p / "config.json").is_file():
             raise InputError("not a model directory (no config.json)", path=str(p))
         return str(p)
-    if ref.count("/") == 1 and not ref.startswith((".", "/")):
+    if HUB_ID.fullmatch(ref):  # 'owner/name', or a bare name such as 'gpt2', as from_pretrained takes them
         return _resolve_hub_id(ref)
     raise InputError(f"unknown model reference '{ref}': expected {sorted(OFFLINE_MODELS)}, a directory or a hub id")
 
