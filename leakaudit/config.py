@@ -42,7 +42,7 @@ from leakaudit.signals.backend import SamplingConfig
 from leakaudit.yamlio import load_yaml, read_yaml
 from shadow_models.config import OPDConfig, TeacherPrepConfig
 
-PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "tiny")
+PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "gpu-small", "tiny")
 PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated"}
 """teacher.kind values for a teacher the run prepares itself -> its SFT target (shadow_models.teacher_prep)."""
 
