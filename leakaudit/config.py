@@ -543,6 +543,7 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "plan.n_null_students": 1,
     # the decode loop samples the same tokens as generate (tests/test_decode.py), so runs before the field resume
     "training.rollout_decoder": "loop",
+    "training.rollout_seeding": "step",
     "audit.target_model": None,
     "audit.api_key_env": None,
     "audit.api_concurrency": 4,
