@@ -232,6 +232,11 @@ def run_study(
     force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
     domain: List[str] = typer.Option([], help="Run only this domain of the study (a shard, in run directory "
                                               "<name>-<domain>; `leakaudit pool` joins shards). Repeatable."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate everything, write nothing, print the plan: "
+                                                          "models, OPD steps, tokens, FLOPs, peak memory per job, "
+                                                          "wall time here and on --gpu."),
+    gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on (H100, H200, A100-80GB, L40S, "
+                                         "A10G, RTX4090)."),
 ) -> None:
     """Run a whole study; completed stages are skipped, so re-running resumes after a crash."""
     import time
@@ -240,6 +245,11 @@ def run_study(
     from leakaudit.study import Study
 
     cfg = restrict_domains(load_config(config, preset=preset, overrides=set_), domain)
+    if dry_run:
+        from leakaudit.cost import dry_run as plan_cost
+
+        typer.echo(plan_cost(Study(cfg, log=lambda m: typer.echo(m, err=True)), gpu=gpu))
+        return
     start = time.time()
     root = Study(cfg, force=force, log=lambda m: typer.echo(m, err=True)).run_all()
     _print_headline(root)

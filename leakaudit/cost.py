@@ -10,13 +10,14 @@ The model, stated so it can be checked (bench/cost_check.py compares it with sto
 - students: per student, each pass over its records samples a rollout (prefill + decode), runs the teacher over the
   completion (its context once per record with the prefix cache) and updates on prompt + completion.
 - signals: each target samples n_per_record trajectories per candidate; each trajectory is scored by the target,
-  the base, the record's matched IN and OUT references and every offline reference (the prompt once per record
+  the base, the record's matched OUT references and every offline reference (the prompt once per record
   with share_prefix); every model scores its domain's candidates + population as fixed texts (prompt + reference).
 - this machine: seconds = FLOPs / the FLOP rate one earlier run of the same stage achieved here (CostRates: a
   stored run's stage times over its FLOPs under this model); this folds decode's memory-boundness, padding and
   the execution settings of that run into one number per stage.
 - a GPU: dense work (prefill, teacher, update, scoring) at `dense_utilisation` of the card's bf16 peak; decoding
-  one token for a batch of rows reads the bf16 weights once, at `bandwidth_utilisation` of its memory bandwidth.
+  one token for a batch of rows reads the bf16 weights once, at `bandwidth_utilisation` of its memory bandwidth,
+  and takes at least its kernel launches (KERNEL_LAUNCH_S_PER_LAYER per layer).
 - peak memory per job: fp32 weights + grads + AdamW (16 N bytes), the fp32 teacher (4 N), the bf16 rollout copy,
   the teacher prefix cache, the micro-batch's logits (student, teacher, their softmaxes and the gradient: 4 copies
   of [micro, new tokens, vocab] fp32) and the layer activations (34 H bytes per token per layer, bf16).
@@ -160,70 +161,125 @@ def measured_lengths(records: Sequence[Any], tokenizer: Any, teacher_template: s
     return {d: Lengths(p / n, t / n, a / n, True) for d, (p, t, a, n) in sums.items()}
 
 
-def study_cost(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths]) -> StudyCost:
-    """The cost of the study `cfg` (a StudyConfig) for a base model of `shape` (see the module docstring)."""
-    data, plan, tr, sig = cfg.data, cfg.plan, cfg.training, cfg.signals
-    n_mm = shape.matmul_params
+@dataclass
+class Workload:
+    """What a run trains and scores, by domain (from the config alone, or from a prepared run's plan)."""
+
+    trained: list[tuple[str, str, int]]
+    """(domain, role, records it trains on) per model trained."""
+    targets: list[tuple[str, int]]
+    """(domain, candidates sampled) per target (null students included)."""
+    fresh_scored: dict[str, float]
+    """domain -> (model, record) pairs scoring trajectories, summed over targets."""
+    fixed_scored: dict[str, int]
+    """domain -> (model, record) pairs scoring fixed texts (each model its domain's candidates + population)."""
+    scoring_jobs: int
+    teacher_sft: dict[str, int]
+    """domain -> records the prepared teacher fine-tunes on (empty: no prepared teacher)."""
+
+
+def workload_from_config(cfg: Any) -> Workload:
+    """The workload of a study from its config alone (the keep-matrix design: what leakaudit.membership plans)."""
+    data, plan = cfg.data, cfg.plan
     half = data.n_candidates // 2
     n_null = plan.n_null_students if plan.null_student else 0
-    per_domain = {"targets": plan.n_students, "null": n_null, "offline": plan.n_offline_references}
-    models = {k: v * len(data.domains) for k, v in per_domain.items()}
-    models["teacher"] = 1 if cfg.teacher.prepared else 0
     k_match = plan.n_matched_references or plan.n_students // 2 - 1
-    stages = {s: StageCost() for s in STAGE_NAMES}
-    steps_total = 0
-    g, g_s, k = tr.max_new_tokens, sig.sampling.max_new_tokens, sig.sampling.n_per_record
+    trained, targets, fresh, fixed, sft = [], [], {}, {}, {}
     for dom in data.domains:
-        ln = lengths[dom]
-        # teacher preparation: SFT on population + teacher-only records (context + the copied reference)
+        roles = [("student", plan.n_students), ("null", n_null), ("reference", plan.n_offline_references)]
+        trained += [(dom, role, half + data.n_background) for role, n in roles for _ in range(n)]
+        targets += [(dom, data.n_candidates)] * (plan.n_students + n_null)
+        # each trajectory: the target, the base, its k matched OUT references, every offline reference
+        fresh[dom] = (plan.n_students + n_null) * data.n_candidates * (2 + k_match + plan.n_offline_references)
+        n_models = plan.n_students + n_null + plan.n_offline_references
+        fixed[dom] = (n_models + 1) * (data.n_candidates + data.n_population)
         if cfg.teacher.prepared:
-            t = stages["teacher"]
-            t.jobs = 1
-            n_sft = data.n_population + data.n_teacher_records
-            toks = cfg.teacher.prep.epochs * n_sft * (ln.teacher_context + ln.reference)
-            t.add_tokens("sft", toks)
-            t.dense_flops += 6 * n_mm * toks
-        # students: every trained model of the domain trains on half the candidates' worth + the background
-        s = stages["students"]
-        n_models = sum(per_domain.values())
-        s.jobs += n_models
-        r = half + data.n_background
+            sft[dom] = data.n_population + data.n_teacher_records
+    n_trained = len(trained)
+    return Workload(trained, targets, fresh, fixed, n_trained + 1, sft)
+
+
+def workload_from_study(study: Any) -> Workload:
+    """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan."""
+    from leakaudit.assemble import BASE_ID
+
+    plan, records = study.plan(), study.records()
+    trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in study.trained_models()]
+    views = plan.views()
+    targets = [(v.domain, len(plan.candidates[v.domain])) for v in views]
+    fresh: dict[str, float] = {}
+    for v in views:
+        for _, ids in study.fresh_scorers([v.target])[v.target].items():
+            fresh[v.domain] = fresh.get(v.domain, 0) + (len(plan.candidates[v.domain]) if ids is None else len(ids))
+    fixed: dict[str, int] = {}
+    for m in [BASE_ID, *plan.models]:
+        for d in (sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]):
+            fixed[d] = fixed.get(d, 0) + len(plan.candidates[d]) + len(plan.population[d])
+    sft: dict[str, int] = {}
+    if study.cfg.teacher.prepared and not study.is_audit:
+        for r in study.teacher_sft_records()[0]:
+            sft[r.domain] = sft.get(r.domain, 0) + 1
+    del records
+    return Workload(trained, targets, fresh, fixed, len(plan.models) + 1, sft)
+
+
+def study_cost(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths],
+               workload: Workload | None = None) -> StudyCost:
+    """The cost of `workload` (default: the study config's own, workload_from_config) under the recipe of `cfg` (a
+    StudyConfig) for a base model of `shape` (see the module docstring)."""
+    w = workload if workload is not None else workload_from_config(cfg)
+    tr, sig = cfg.training, cfg.signals
+    n_mm = shape.matmul_params
+    models: dict[str, int] = {}
+    for _, role, _ in w.trained:
+        models[role] = models.get(role, 0) + 1
+    models["teacher"] = 1 if w.teacher_sft else 0
+    stages = {s: StageCost() for s in STAGE_NAMES}
+    g, g_s, k = tr.max_new_tokens, sig.sampling.max_new_tokens, sig.sampling.n_per_record
+    t, s, q = stages["teacher"], stages["students"], stages["signals"]
+    # teacher preparation: SFT on its records (context + the copied reference)
+    for dom, n in w.teacher_sft.items():
+        ln = lengths[dom]
+        t.jobs = 1
+        t.add_tokens("sft", cfg.teacher.prep.epochs * n * (ln.teacher_context + ln.reference))
+    # students: each pass over its records samples a rollout, runs the teacher over it, updates on prompt + rollout
+    steps_total = 0
+    for dom, _, r in w.trained:
+        ln = lengths[dom]
         steps = tr.epochs * math.ceil(r / tr.batch_size)
-        steps_total += n_models * steps
-        visits = n_models * tr.epochs * r
+        steps_total += steps
+        visits = tr.epochs * r
+        s.jobs += 1
         s.add_tokens("rollout_prefill", visits * ln.prompt)
         s.add_tokens("rollout", visits * g)
-        s.add_tokens("teacher", n_models * r * ln.teacher_context * (1 if tr.teacher_prefix_cache else tr.epochs)
-                     + visits * g)
+        s.add_tokens("teacher", r * ln.teacher_context * (1 if tr.teacher_prefix_cache else tr.epochs) + visits * g)
         s.add_tokens("update", visits * (ln.prompt + g))
-        s.decode_flops += 2 * n_mm * visits * g
-        s.decode_steps += n_models * steps * g
-        # signals: sampling by every target (and null student), scoring by the target, base, references
-        q = stages["signals"]
-        n_targets = plan.n_students + n_null
-        q.jobs += n_targets + n_models + 1  # sampling per target, scoring per model and the base
-        trajectories = n_targets * data.n_candidates * k
-        q.add_tokens("sample_prefill", trajectories * ln.prompt)
-        q.add_tokens("sample", trajectories * g_s)
-        q.decode_flops += 2 * n_mm * trajectories * g_s
-        q.decode_steps += n_targets * math.ceil(data.n_candidates * k / sig.sampling.batch_size) * g_s
-        scorers = 2 + 2 * k_match + plan.n_offline_references
-        per_record = (ln.prompt + k * g_s) if sig.share_prefix else k * (ln.prompt + g_s)
-        q.add_tokens("score_fresh", n_targets * data.n_candidates * scorers * per_record)
-        trained = sum(per_domain.values())
-        q.add_tokens("score_fixed", (trained + 1) * (data.n_candidates + data.n_population)
-                     * (ln.prompt + ln.reference))
-    s = stages["students"]
+        s.decode_steps += steps * g
+    # signals: each target samples k trajectories per candidate; the scorers score them and the fixed texts
+    for dom, n_c in w.targets:
+        ln = lengths[dom]
+        q.add_tokens("sample_prefill", n_c * k * ln.prompt)
+        q.add_tokens("sample", n_c * k * g_s)
+        q.decode_steps += math.ceil(n_c * k / sig.sampling.batch_size) * g_s
+    for dom, pairs in w.fresh_scored.items():
+        ln = lengths[dom]
+        q.add_tokens("score_fresh", pairs * ((ln.prompt + k * g_s) if sig.share_prefix else k * (ln.prompt + g_s)))
+    for dom, pairs in w.fixed_scored.items():
+        q.add_tokens("score_fixed", pairs * (lengths[dom].prompt + lengths[dom].reference))
+    q.jobs = len(w.targets) + w.scoring_jobs
+    t.dense_flops = 6 * n_mm * t.tokens.get("sft", 0)
+    s.decode_flops = 2 * n_mm * s.tokens.get("rollout", 0)
     s.dense_flops = 2 * n_mm * (s.tokens.get("rollout_prefill", 0) + s.tokens.get("teacher", 0)) \
         + 6 * n_mm * s.tokens.get("update", 0)
-    q = stages["signals"]
+    q.decode_flops = 2 * n_mm * q.tokens.get("sample", 0)
     q.dense_flops = 2 * n_mm * (q.tokens.get("sample_prefill", 0) + q.tokens.get("score_fresh", 0)
                                 + q.tokens.get("score_fixed", 0))
-    _peak_memory(cfg, shape, lengths, stages)
+    _peak_memory(cfg, shape, lengths, stages, max((r for _, _, r in w.trained), default=0))
     return StudyCost(models=models, opd_steps=steps_total, stages=stages, lengths=dict(lengths), shape=shape)
 
 
-def _peak_memory(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths], stages: dict[str, StageCost]) -> None:
+def _peak_memory(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths], stages: dict[str, StageCost],
+                 r: int) -> None:
     """Peak bytes per job of each stage (see the module docstring); the longest domain sets it."""
     n, tr, sig = shape.params, cfg.training, cfg.signals
     kv_bytes_per_token = 2 * shape.layers * shape.kv_heads * shape.head_dim * (2 if tr.bf16_autocast else 4)
@@ -232,7 +288,6 @@ def _peak_memory(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths], st
     context = max(v.teacher_context for v in lengths.values())
     reference = max(v.reference for v in lengths.values())
     micro = tr.micro_batch_size or tr.batch_size
-    r = cfg.data.n_candidates // 2 + cfg.data.n_background
     trainable = 16 * n if tr.lora_rank == 0 else 4 * n
     students = (trainable + 4 * n + (2 * n if tr.bf16_autocast and tr.rollout_bf16_copy else 0)
                 + (r * context * kv_bytes_per_token if tr.teacher_prefix_cache else 0)
@@ -316,13 +371,19 @@ def seconds_here(cost: StudyCost, rates: CostRates) -> dict[str, float]:
                 if c.flops and rates.rates.get(s) else 0.0) for s, c in cost.stages.items()}
 
 
+KERNEL_LAUNCH_S_PER_LAYER = 1e-4
+"""A decode step's floor per layer on a GPU: transformers' eager decoding launches ~10 kernels per layer, ~10 us
+each, whatever the model's size (small models are launch-bound, not bandwidth-bound)."""
+
+
 def seconds_on_gpu(cost: StudyCost, gpu: GPUClass, *, dense_utilisation: float = 0.35,
                    bandwidth_utilisation: float = 0.5, bf16: bool = True) -> dict[str, float]:
     """Stage -> estimated seconds on one GPU of class `gpu`: dense FLOPs at a fraction of its bf16 peak, and each
-    decode step reading the weights once (bf16 copy) at a fraction of its bandwidth."""
+    decode step reading the weights once (bf16 copy) at a fraction of its bandwidth, or its kernel launches, which
+    ever is longer."""
     weight_bytes = cost.shape.params * (2 if bf16 else 4)
-    return {s: c.dense_flops / (gpu.bf16_flops * dense_utilisation)
-            + c.decode_steps * weight_bytes / (gpu.bandwidth * bandwidth_utilisation)
+    step = max(weight_bytes / (gpu.bandwidth * bandwidth_utilisation), cost.shape.layers * KERNEL_LAUNCH_S_PER_LAYER)
+    return {s: c.dense_flops / (gpu.bf16_flops * dense_utilisation) + c.decode_steps * step
             for s, c in cost.stages.items()}
 
 
@@ -345,23 +406,55 @@ def format_plan(cost: StudyCost, here: dict[str, float] | None, rates: CostRates
         lines.append(f"  {dom}: mean tokens per record: prompt {ln.prompt:.0f}, teacher context "
                      f"{ln.teacher_context:.0f}, reference {ln.reference:.0f} "
                      f"({'measured on the records' if ln.measured else 'token budgets: upper bounds'})")
-    lines.append(f"{'stage':10s} {'tokens':>34s} {'PFLOP':>9s} {'peak GB/job':>12s} {'here':>10s} "
-                 f"{gpu.name + ' (1 GPU)':>16s}")
+    lines.append(f"{'stage':10s} {'jobs':>5s} {'PFLOP':>9s} {'peak GB/job':>12s} {'here':>10s} "
+                 f"{'one ' + gpu.name:>12s}   tokens (M)")
     for s, c in cost.stages.items():
-        toks = ", ".join(f"{k} {v / 1e6:.2f}M" for k, v in c.tokens.items()) or "-"
+        if not c.flops:
+            continue
+        toks = ", ".join(f"{k} {v / 1e6:.2f}" for k, v in c.tokens.items())
         h = _hours(here[s]) if here is not None else "?"
-        lines.append(f"{s:10s} {toks:>34s} {c.flops / 1e15:9.2f} {c.peak_bytes / 1e9:12.1f} {h:>10s} "
-                     f"{_hours(on_gpu[s]):>16s}")
+        lines.append(f"{s:10s} {c.jobs:5d} {c.flops / 1e15:9.3f} {c.peak_bytes / 1e9:12.1f} {h:>10s} "
+                     f"{_hours(on_gpu[s]):>12s}   {toks}")
     if here is not None:
         lines.append(f"total here: {_hours(sum(here.values()))} (rates measured on {rates.machine}, {rates.source})")
     else:
         lines.append("total here: no stored rates for this machine")
     lines.append(f"total on one {gpu.name}: {_hours(sum(on_gpu.values()))} (dense work at {utilisation[0]:.0%} of "
                  f"{gpu.bf16_flops / 1e12:.0f} TFLOP/s bf16, decoding at {utilisation[1]:.0%} of "
-                 f"{gpu.bandwidth / 1e12:.2f} TB/s; students and targets are independent jobs: divide by the GPUs)")
+                 f"{gpu.bandwidth / 1e12:.2f} TB/s; model loading not counted; students and targets are independent jobs: "
+                 f"divide by the GPUs)")
     lines.append("rollouts and trajectories are counted at their token caps: an upper bound where EOS ends them early")
     return "\n".join(lines)
 
 
 def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def dry_run(study: Any, *, gpu: str = "H100", dense_utilisation: float = 0.35, bandwidth_utilisation: float = 0.5,
+            rates_path: str | Path | None = None) -> str:
+    """Validate everything a run of `study` (a leakaudit.study.Study) would, write nothing, and return the plan with
+    its cost (format_plan). Records are loaded (so their token lengths are measured); no model weights are."""
+    from leakaudit.envinfo import cpu_info
+    from leakaudit.errors import ConfigError
+
+    cards = gpu_classes()
+    if gpu not in cards:
+        raise ConfigError(f"--gpu {gpu!r}: unknown GPU class; choose one of {', '.join(cards)}")
+    study.prepare(start_executor=False)
+    cfg = study.cfg
+    lengths = measured_lengths(list(study.records().values()), study.tokenizer, cfg.training.teacher_template)
+    cost = study_cost(cfg, model_shape(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
+                      {**budget_lengths(cfg), **lengths}, workload_from_study(study))
+    machine = cpu_info()["tag"]
+    rates = next((r for r in read_rates(rates_path) if r.machine == machine), None)
+    here = seconds_here(cost, rates) if rates is not None else None
+    on_gpu = seconds_on_gpu(cost, cards[gpu], dense_utilisation=dense_utilisation,
+                            bandwidth_utilisation=bandwidth_utilisation, bf16=bool(cfg.training.bf16_autocast))
+    text = format_plan(cost, here, rates, cards[gpu], on_gpu, (dense_utilisation, bandwidth_utilisation))
+    if rates is None:
+        text += f"\n(this machine is {machine}; stored rates: " + \
+            (", ".join(r.machine for r in read_rates(rates_path)) or "none") + ": python bench/cost_check.py fits them)"
+    return text
