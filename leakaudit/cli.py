@@ -338,6 +338,9 @@ def audit(
     out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate everything, write nothing, print the plan and "
+                                                          "its cost (as run-study --dry-run)."),
+    gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on."),
 ) -> None:
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
@@ -349,6 +352,14 @@ def audit(
                        config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
                        api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
                        api_max_retries=api_retries)
+    if dry_run:
+        from leakaudit.audit import audit_config, recipe_sources
+        from leakaudit.cost import dry_run as plan_cost
+        from leakaudit.study import Study
+
+        study = Study(audit_config(req), log=lambda m: typer.echo(m, err=True), recipe_sources=recipe_sources(req))
+        typer.echo(plan_cost(study, gpu=gpu))
+        return
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")

@@ -180,13 +180,15 @@ class Workload:
 
 def workload_from_config(cfg: Any) -> Workload:
     """The workload of a study from its config alone (the keep-matrix design: what leakaudit.membership plans)."""
+    from leakaudit.membership import OFFLINE
+
     data, plan = cfg.data, cfg.plan
     half = data.n_candidates // 2
     n_null = plan.n_null_students if plan.null_student else 0
     k_match = plan.n_matched_references or plan.n_students // 2 - 1
     trained, targets, fresh, fixed, sft = [], [], {}, {}, {}
     for dom in data.domains:
-        roles = [("student", plan.n_students), ("null", n_null), ("reference", plan.n_offline_references)]
+        roles = [("student", plan.n_students), ("null", n_null), (OFFLINE, plan.n_offline_references)]
         trained += [(dom, role, half + data.n_background) for role, n in roles for _ in range(n)]
         targets += [(dom, data.n_candidates)] * (plan.n_students + n_null)
         # each trajectory: the target, the base, its k matched OUT references, every offline reference
