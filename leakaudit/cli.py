@@ -270,6 +270,11 @@ def run_study(
     force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
     domain: List[str] = typer.Option([], help="Run only this domain of the study (a shard, in run directory "
                                               "<name>-<domain>; `leakaudit pool` joins shards). Repeatable."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate everything, write nothing, print the plan: "
+                                                          "models, OPD steps, tokens, FLOPs, peak memory per job, "
+                                                          "wall time here and on --gpu."),
+    gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on (H100, H200, A100-80GB, L40S, "
+                                         "A10G, RTX4090)."),
 ) -> None:
     """Run a whole study; completed stages are skipped, so re-running resumes after a crash."""
     import time
@@ -278,6 +283,11 @@ def run_study(
     from leakaudit.study import Study
 
     cfg = restrict_domains(load_config(config, preset=preset, overrides=set_), domain)
+    if dry_run:
+        from leakaudit.cost import dry_run as plan_cost
+
+        typer.echo(plan_cost(Study(cfg, log=lambda m: typer.echo(m, err=True)), gpu=gpu))
+        return
     start = time.time()
     root = Study(cfg, force=force, log=lambda m: typer.echo(m, err=True)).run_all()
     _print_headline(root)
@@ -381,6 +391,9 @@ def audit(
     id_column: Optional[str] = typer.Option(None, help="Column holding the record id (default: record_id, else a "
                                                        "content hash)."),
     domain: Optional[str] = typer.Option(None, help="Domain of rows without a domain column (default: general)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate everything, write nothing, print the plan and "
+                                                          "its cost (as run-study --dry-run)."),
+    gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on."),
 ) -> None:
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
@@ -392,8 +405,16 @@ def audit(
                        config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
                        api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
                        api_max_retries=api_retries, force=list(force), null_sample=null_sample,
-                       null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column, privileged_column=privileged_column, id_column=id_column,
-                       domain=domain)
+                       null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column,
+                       privileged_column=privileged_column, id_column=id_column, domain=domain)
+    if dry_run:
+        from leakaudit.audit import audit_config, recipe_sources
+        from leakaudit.cost import dry_run as plan_cost
+        from leakaudit.study import Study
+
+        study = Study(audit_config(req), log=lambda m: typer.echo(m, err=True), recipe_sources=recipe_sources(req))
+        typer.echo(plan_cost(study, gpu=gpu))
+        return
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
     _print_verdict(table_path.parent)

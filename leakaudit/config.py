@@ -43,7 +43,7 @@ from leakaudit.signals.backend import SamplingConfig
 from leakaudit.yamlio import load_yaml, read_yaml
 from shadow_models.config import OPDConfig, TeacherPrepConfig
 
-PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "tiny")
+PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "gpu-small", "tiny")
 PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated"}
 """teacher.kind values for a teacher the run prepares itself -> its SFT target (shadow_models.teacher_prep)."""
 
@@ -578,6 +578,7 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "plan.n_null_students": 1,
     # the decode loop samples the same tokens as generate (tests/test_decode.py), so runs before the field resume
     "training.rollout_decoder": "loop",
+    "training.rollout_seeding": "step",
     "audit.target_model": None,
     "audit.api_key_env": None,
     "audit.api_concurrency": 4,

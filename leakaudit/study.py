@@ -276,8 +276,9 @@ class Study:
         finally:
             self.close()
 
-    def prepare(self) -> None:
-        """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2)."""
+    def prepare(self, *, start_executor: bool = True) -> None:
+        """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2).
+        `start_executor=False` (a dry run): the executor is not started (no Ray instance, no worker)."""
         check_run_root(self.run.root)  # new, empty or a run leakaudit made; a writable place
         check_backend(self.cfg.execution)
         self._check_run_dir_config()
@@ -296,11 +297,12 @@ class Study:
         self._check_attack_signals()
         self._todo_from = self._check_stage_marks()
         self._check_saved_plan()
-        if self._todo_from <= STAGES.index("signals"):
-            if self.api_target:  # reachable, key accepted, log-probs returned: before any reference is trained
-                from leakaudit.signals.api_stage import probe_api_target
+        if self._todo_from <= STAGES.index("signals") and self.api_target:
+            # reachable, key accepted, log-probs returned: before any reference is trained
+            from leakaudit.signals.api_stage import probe_api_target
 
-                probe_api_target(self.cfg.audit, self.tokenizer)
+            probe_api_target(self.cfg.audit, self.tokenizer)
+        if start_executor and self._todo_from <= STAGES.index("signals"):
             # the executor's resources are known only once it runs (Ray: the cluster's GPUs and CPUs): start it now,
             # so a job asking for more than the cluster has is refused before the run's first file, not after the
             # teacher stage (it was: a CPU machine with the default gpus_per_student=1 failed after ~20 minutes)

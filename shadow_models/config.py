@@ -20,6 +20,7 @@ from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
 
 LOSSES = ("sampled_rkl", "full_rkl", "jsd")
 ROLLOUT_DECODERS = ("loop", "generate")
+ROLLOUT_SEEDINGS = ("step", "record")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -151,6 +152,12 @@ class OPDConfig(_OptimFields):
     prompt's last position sent to the LM head by index) or 'generate' (transformers' generate, the path before
     issue 13). The same tokens (tests/test_decode.py); 'loop' samples a rollout 1.33x faster on CPU
     (bench/results/decode.json) because generate's prefill copies the bf16 LM head once per row there."""
+    rollout_seeding: str = "step"
+    """Where a rollout's random draws come from: 'step' = one torch RNG stream per step and process (seeded by
+    shadow_models.plan.step_seed), so the tokens depend on how a batch is split over processes; 'record' = one
+    stream per record of the step (plan.record_seed: seed, step, position in the batch), so a student trained under
+    `accelerate launch` on N processes draws the same rollouts as on one (the multi-process trainer requires it).
+    'record' needs rollout_decoder 'loop'."""
     micro_batch_size: int | None = None
     """Records per forward/backward of the update (gradients accumulated; each micro-batch's loss is summed over its
     tokens and divided by the batch's, so the update is the batch's token mean up to float rounding); rows are
@@ -171,6 +178,11 @@ class OPDConfig(_OptimFields):
         _check(self.rollout_decoder in ROLLOUT_DECODERS, "rollout_decoder", self.rollout_decoder,
                f"one of {ROLLOUT_DECODERS}")
         _check(0 < self.top_p <= 1, "top_p", self.top_p, "in (0, 1]")
+        _check(self.rollout_seeding in ROLLOUT_SEEDINGS, "rollout_seeding", self.rollout_seeding,
+               f"one of {ROLLOUT_SEEDINGS}")
+        if self.rollout_seeding == "record" and self.rollout_decoder != "loop":
+            raise ConfigError(f"rollout_seeding='record': needs rollout_decoder='loop' (generate draws from one "
+                              f"stream for the whole batch), got {self.rollout_decoder!r}")
         _check(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 1, "checkpoint_every",
                self.checkpoint_every, "an int >= 1")
         _check(self.micro_batch_size is None or (isinstance(self.micro_batch_size, int)

@@ -55,9 +55,17 @@ def setup_training(base_model: str, config: Any, *, trust_remote_code: bool = Fa
     from accelerate.utils import set_seed
 
     from leakaudit.models import load_tokenizer
-    from leakaudit.precision import resolve_bf16
+    from leakaudit.precision import local_device, resolve_bf16
 
-    accelerator = Accelerator()
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    # cpu=True where there is no GPU: under `accelerate launch --multi_gpu` (torchrun) on a CPU machine accelerate
+    # then joins the processes over gloo instead of running each one alone (it does not treat CPU as a device
+    # with a distributed backend otherwise). broadcast_buffers off: DDP would broadcast the buffers (rotary
+    # frequencies, never trained, equal on every process) at every forward, a collective that hangs when one
+    # process runs more micro-batches of a step than another (uneven splits of a batch)
+    ddp = DistributedDataParallelKwargs(broadcast_buffers=False)
+    accelerator = Accelerator(cpu=local_device().type == "cpu", kwargs_handlers=[ddp])
     set_seed(config.seed)
     device = accelerator.device
     config = replace(config, bf16_autocast=resolve_bf16(config.bf16_autocast, device))

@@ -34,10 +34,14 @@ def fast_forward(scheduler: Any, steps: int) -> None:
             scheduler.step()
 
 
-def zero_loss(model: Any) -> torch.Tensor:
-    """0 * sum of the trainable parameters: a process with no records this step still joins the gradient
-    all-reduce (with zero gradients) under `accelerate launch`."""
-    return sum(p.sum() for p in model.parameters() if p.requires_grad) * 0.0
+def zero_loss(model: Any, device: Any) -> torch.Tensor:
+    """0 * the logits of a one-token forward through `model` (the prepared, possibly DDP-wrapped one): a process with
+    no records this step still joins the gradient all-reduce (with zero gradients) under `accelerate launch`. The
+    forward is needed: DDP arms its all-reduce in forward, and a backward of the parameters alone never joins it
+    (the other processes then wait for ever)."""
+    ids = torch.zeros((1, 1), dtype=torch.long, device=device)
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
+    return out.logits.float().sum() * 0.0
 
 
 def apply_update(accelerator: Any, model: Any, optimizer: Any, scheduler: Any, max_grad_norm: float) -> float:

@@ -30,3 +30,9 @@ def plan_steps(n_records: int, epochs: int, batch_size: int, seed: int) -> list[
 def step_seed(seed: int, step: int, process_index: int = 0) -> int:
     """A 31-bit seed for one step's sampling on one process (distinct across steps and processes)."""
     return int(np.random.SeedSequence([seed, step, process_index]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def record_seed(seed: int, step: int, position: int) -> int:
+    """A 31-bit seed for the rollout of the record at `position` of one step's batch: the same whichever process
+    samples it (OPDConfig.rollout_seeding 'record'); a spawned key, so it never equals a step_seed."""
+    return int(np.random.SeedSequence([seed, step], spawn_key=(position,)).generate_state(1)[0] & 0x7FFFFFFF)

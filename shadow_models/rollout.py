@@ -23,19 +23,39 @@ from shadow_models.config import ROLLOUT_DECODERS
 DECODERS = ROLLOUT_DECODERS  # one list, kept where OPDConfig validates its field
 
 
+class RowSeededDraw(MultinomialDraw):
+    """MultinomialDraw with one torch generator per row: row i's tokens depend on its own seed and logits only, not
+    on which other rows share its batch (OPDConfig.rollout_seeding 'record')."""
+
+    def __init__(self, temperature: float, top_p: float, seeds: Sequence[int], device: torch.device):
+        super().__init__(temperature, top_p)
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        scores = logits
+        for warp in self.warpers:
+            scores = warp(None, scores)
+        probs = torch.softmax(scores, dim=-1)
+        return torch.cat([torch.multinomial(probs[i:i + 1], num_samples=1, generator=g).view(1)
+                          for i, g in enumerate(self.generators)])
+
+
 def sample_completions(model: Any, prompts: Sequence[Sequence[int]], *, max_new_tokens: int, temperature: float,
                        top_p: float, eos_ids: Sequence[int], pad_id: int, seed: int,
                        autocast: contextlib.AbstractContextManager | None = None,
-                       decoder: str = "loop") -> list[list[int]]:
+                       decoder: str = "loop", row_seeds: Sequence[int] | None = None) -> list[list[int]]:
     """One sampled completion per prompt (EOS kept if generated, nothing after it).
 
     Sampling is pure temperature / top-p (top_k disabled), under ``torch.no_grad`` and with the model in eval
     mode (so LoRA dropout is off while sampling); the global torch RNG is seeded with `seed` first, which makes
     every step reproducible on its own (and a resumed run identical to an uninterrupted one). `decoder`: 'loop'
     or 'generate' (see the module docstring: the same tokens, and the same global RNG state afterwards).
+    `row_seeds` (loop only): one seed per prompt, each row drawn from its own generator (RowSeededDraw).
     """
     if decoder not in DECODERS:
         raise ValueError(f"decoder={decoder!r}: expected one of {DECODERS}")
+    if row_seeds is not None and (decoder != "loop" or len(row_seeds) != len(prompts)):
+        raise ValueError("row_seeds: one seed per prompt, with decoder='loop' only")
     device = next(model.parameters()).device
     ids, mask = left_pad(prompts, pad_id, device)
     was_training = model.training
@@ -44,8 +64,10 @@ def sample_completions(model: Any, prompts: Sequence[Sequence[int]], *, max_new_
     try:
         with torch.no_grad(), (autocast or contextlib.nullcontext()):
             if decoder == "loop":
-                new = decode(model, ids, mask, max_new_tokens=max_new_tokens, draw=MultinomialDraw(temperature, top_p),
-                             eos_ids=eos_ids, pad_id=pad_id)
+                draw = (MultinomialDraw(temperature, top_p) if row_seeds is None
+                        else RowSeededDraw(temperature, top_p, row_seeds, device))
+                new = decode(model, ids, mask, max_new_tokens=max_new_tokens, draw=draw, eos_ids=eos_ids,
+                             pad_id=pad_id)
             else:
                 from transformers import GenerationConfig
 

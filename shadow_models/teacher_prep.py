@@ -101,7 +101,7 @@ def accumulate_sft_step(accelerator, model, examples: Sequence[tuple[list[int], 
     cross-entropy over all of them; returns that mean (nats/token). Gradients are synchronised between processes
     on the last micro-batch only. No examples: a zero loss joins the all-reduce."""
     if not examples:
-        accelerator.backward(optim.zero_loss(model))
+        accelerator.backward(optim.zero_loss(model, accelerator.device))
         return 0.0
     n_tokens = max(sum(n_target_tokens(e) for e in examples), 1)
     chunks = [examples[i:i + micro_batch_size] for i in range(0, len(examples), micro_batch_size)]

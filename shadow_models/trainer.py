@@ -37,7 +37,7 @@ from shadow_models.checkpoint import checkpoint_dir, load_checkpoint, save_check
 from shadow_models.config import OPDConfig
 from shadow_models.losses import masked_sum, per_token_loss, sampled_logps
 from shadow_models.modeling import check_same_vocab, load_frozen, save_student, setup_training, teacher_view
-from shadow_models.plan import Step, plan_steps, step_seed
+from shadow_models.plan import Step, plan_steps, record_seed, step_seed
 from shadow_models.rollout_policy import BF16RolloutPolicy
 from shadow_models.teacher_cache import TeacherPrefixCache
 from leakaudit.envinfo import library_versions
@@ -89,6 +89,9 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     started = time.time()
     config, accelerator, device, amp, tokenizer, student = setup_training(base_model, config,
                                                                           trust_remote_code=trust_remote_code)
+    if accelerator.num_processes > 1 and config.rollout_seeding != "record":
+        raise ConfigError(f"training.rollout_seeding={config.rollout_seeding!r} under {accelerator.num_processes} "
+                          "processes: the rollouts would depend on the number of processes; set it to 'record'")
     if teacher_model is None and config.lora_rank > 0:
         teacher = None  # self-distillation with LoRA: the base under the student's disabled adapter
     else:
@@ -178,20 +181,29 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
     over the completions only, on top of its cached contexts (same logits, to float rounding)."""
     t0 = time.time()
     batch = [records[i] for i in step.positions]
-    with accelerator.split_between_processes(batch) as local:
-        local = list(local)
+    with accelerator.split_between_processes(list(range(len(batch)))) as mine:
+        mine = list(mine)  # this process's positions in the batch: a contiguous slice, in order
+    local = [batch[i] for i in mine]
     lr = float(scheduler.get_last_lr()[0])
+    completions: list[list[int]] = []
     if local:
         s_prompts = [student_prompt_ids(tokenizer, r) for r in local]
         t_prompts = [teacher_prompt_ids(tokenizer, r, config.teacher_template) for r in local]
         sampler = rollout_policy.model if rollout_policy is not None else accelerator.unwrap_model(student)
+        row_seeds = ([record_seed(config.seed, step.index, i) for i in mine]
+                     if config.rollout_seeding == "record" else None)
         completions = sample_completions(
             sampler, s_prompts, max_new_tokens=config.max_new_tokens,
             temperature=config.temperature, top_p=config.top_p, eos_ids=eos_ids, pad_id=pad_id,
             seed=step_seed(config.seed, step.index, accelerator.process_index),
-            autocast=None if rollout_policy is not None else amp, decoder=config.rollout_decoder)
-        lengths = [len(c) for c in completions]
-        n_local = max(sum(lengths), 1)
+            autocast=None if rollout_policy is not None else amp, decoder=config.rollout_decoder,
+            row_seeds=row_seeds)
+    lengths = [len(c) for c in completions]
+    # the batch's token mean over every process: each process divides by the global count and scales by the number
+    # of processes, which the gradient all-reduce averages over (one process: its own count, scale 1, as before)
+    n_batch = max(int(accelerator.reduce(torch.tensor([sum(lengths)], device=accelerator.device), "sum").item()), 1)
+    scale = accelerator.num_processes
+    if local:
         groups = micro_batches([len(p) + n for p, n in zip(s_prompts, lengths)], config.micro_batch_size)
         loss_sum, kl_sum = 0.0, 0.0
         for g, rows in enumerate(groups):
@@ -199,11 +211,12 @@ def _train_step(step: Step, records: Sequence[Record], config: OPDConfig, accele
             with sync:
                 part_loss, part_kl = _update_part(
                     [s_prompts[i] for i in rows], [t_prompts[i] for i in rows], [completions[i] for i in rows],
-                    n_local, config, accelerator, student, teacher, amp=amp, pad_id=pad_id, prefix_cache=prefix_cache)
+                    n_batch, config, accelerator, student, teacher, amp=amp, pad_id=pad_id, prefix_cache=prefix_cache,
+                    scale=scale)
             loss_sum += part_loss
             kl_sum += part_kl
     else:  # more processes than records in this (last) batch: join the gradient all-reduce with zeros
-        accelerator.backward(optim.zero_loss(student))
+        accelerator.backward(optim.zero_loss(student, accelerator.device))
         loss_sum, kl_sum, lengths = 0.0, 0.0, []
     grad_norm = optim.apply_update(accelerator, student, optimizer, scheduler, config.max_grad_norm)
     if rollout_policy is not None:
@@ -241,9 +254,10 @@ def micro_batches(lengths: Sequence[int], size: int | None) -> list[list[int]]:
 
 def _update_part(s_prompts: list, t_prompts: list, completions: list[list[int]], n_tokens: int, config: OPDConfig,
                  accelerator: Any, student: Any, teacher: Any | None, *, amp: Any, pad_id: int,
-                 prefix_cache: TeacherPrefixCache | None) -> tuple[float, float]:
-    """Forward, loss and backward of one micro-batch; the loss is summed over its completion tokens and divided by
-    `n_tokens` (the whole local batch's). Returns (sum of per-token losses, sum of per-token log p_s - log p_t)."""
+                 prefix_cache: TeacherPrefixCache | None, scale: int = 1) -> tuple[float, float]:
+    """Forward, loss and backward of one micro-batch; the loss is summed over its completion tokens, divided by
+    `n_tokens` (the whole batch's, over every process) and multiplied by `scale` (the number of processes, whose
+    gradients the all-reduce averages). Returns (sum of per-token losses, sum of per-token log p_s - log p_t)."""
     comp_ids, comp_mask = right_pad(completions, pad_id, accelerator.device)
     with amp:
         s_logits = completion_logits(student, s_prompts, comp_ids, comp_mask, pad_id)
@@ -259,7 +273,7 @@ def _update_part(s_prompts: list, t_prompts: list, completions: list[list[int]],
     del t_logits, gap  # the teacher's [b, C, V] logits are not needed by the backward
     loss = masked_sum(tok_loss, comp_mask) / n_tokens
     del tok_loss
-    accelerator.backward(loss)
+    accelerator.backward(loss if scale == 1 else loss * scale)
     return float(loss.detach()) * n_tokens, kl_sum
 
 

@@ -146,7 +146,7 @@ def test_study_yaml_round_trip_spells_out_every_default(preset, tmp_path):
     dumped = yaml.safe_load(text)
     assert dumped["training"]["lora_target_modules"] == list(OPDConfig().lora_target_modules)
     assert dumped["training"]["seed"] is None and "seed" in dumped["signals"]["sampling"]
-    assert dumped["teacher"]["prep"]["max_length"] == TeacherPrepConfig().max_length
+    assert dumped["teacher"]["prep"]["max_length"] == cfg.teacher.prep.max_length  # spelled out, set or not
     assert dumped["signals"]["vllm_stats_topk"] == -1 and dumped["audit"] is None
     assert dumped["attacks"][0]["params"]["token_aggregation"] == "mean"  # attack defaults spelled out too
     (tmp_path / "study.yaml").write_text(text + f"_meta:\n  config_hash: {cfg.hash()}\n")
@@ -169,6 +169,39 @@ def test_audit_section_is_typed_and_set_through_null():
     assert cfg.audit.population is None and cfg.audit.records_per_reference == 0
 
 
+OLD_GPU_PAPER = """
+name: gpu-paper
+seed: 0
+base_model: Qwen/Qwen2.5-0.5B-Instruct
+data:
+  domains:
+    math: {source: gsm8k}
+    medical: {source: medqa}
+    code: {source: mbpp}
+  n_candidates: 128
+  n_population: 128
+  max_prompt_tokens: 1024
+  max_privileged_tokens: 1024
+plan:
+  n_students: 6
+  null_student: true
+teacher:
+  kind: self
+training:
+  loss: sampled_rkl
+  epochs: 16
+  batch_size: 16
+  learning_rate: 1.0e-5
+  max_new_tokens: 256
+  bf16_autocast: true
+signals:
+  backend: vllm
+  sampling: {n_per_record: 16, temperature: 1.0, top_p: 1.0, max_new_tokens: 256}
+  score_batch_size: 32
+"""
+"""The gpu-paper preset before it moved to the measured regime (the golden hash below was computed on it)."""
+
+
 def _study_hash_on_a_bf16_native_machine(cfg, monkeypatch) -> str:
     """The hash a Study computes for `cfg` where bf16 is native (the machine the golden hashes were made on):
     bf16_autocast 'auto' resolves to true there before hashing (leakaudit.precision)."""
@@ -184,8 +217,13 @@ def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_b
     computed at commit 44ff94d (before those keys existed), as a study on a bf16-native machine resolves them."""
     from leakaudit.config import NEUTRAL_DEFAULTS
 
+    from leakaudit.config import validate_config
+
     assert [_study_hash_on_a_bf16_native_machine(load_config(preset=p), monkeypatch)
-            for p in ("tiny", "quick", "gpu-paper")] == ["af1f74a85905", "ae81c5846114", "34fd1d7a7fbf"]
+            for p in ("tiny", "quick")] == ["af1f74a85905", "ae81c5846114"]
+    # gpu-paper as it was at 44ff94d (the preset has since moved to the measured regime)
+    old_gpu_paper = validate_config({**yaml.safe_load(OLD_GPU_PAPER), "name": "gpu-paper"})
+    assert _study_hash_on_a_bf16_native_machine(old_gpu_paper, monkeypatch) == "34fd1d7a7fbf"
     base = load_config(preset="tiny")
     # issue 16's audit.* keys (an API target) exist only in an audit: checked on one, against the hash of the same
     # audit computed at b1649fd (before those keys existed)

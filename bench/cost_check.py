@@ -1,0 +1,104 @@
+"""How close `leakaudit run-study --dry-run`'s wall-time estimate comes to stored runs' stage times.
+
+Calibrates the per-stage FLOP rates of this machine class on one stored run (leakaudit.cost: its stage times over its
+FLOPs, token lengths measured on its own records.jsonl), stores them in leakaudit/cost_rates.json (what the dry
+run reads, one entry per machine class), then predicts other stored runs of the same machine class from their study.yaml and records alone and
+writes predicted vs measured seconds per stage to bench/results/cost_check.json. Trains and scores nothing.
+
+    python bench/cost_check.py [--calibrate RUN RUN] [--check RUN ...]
+    python bench/cost_check.py --calibrate ME8off8-5_regime_math_prepared_e8_offline8_seed5 \
+        MO0_regime_medical_prepared_offline4_seed0 --check      # the AMD AVX512-BF16 class: no run left to check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+RUNS = REPO / "bench" / "results" / "default_runs"
+STAGE_LINE = re.compile(r"^\[(\w+)\] done in ([0-9.]+) s")
+
+
+def stage_times(run: Path) -> dict[str, float]:
+    out = {}
+    for line in (run / "stage_times.log").read_text(encoding="utf-8").splitlines():
+        m = STAGE_LINE.match(line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def run_cost(run: Path):
+    """(StudyCost, machine tag) of a stored run, lengths measured on its records with its base model's tokenizer."""
+    from leakaudit.config import load_config
+    from leakaudit.cost import measured_lengths, model_shape, study_cost
+    from leakaudit.data.records import read_jsonl
+    from leakaudit.models import load_tokenizer
+
+    cfg = load_config(run / "study.yaml")
+    tok = load_tokenizer(cfg.base_model)
+    lengths = measured_lengths(read_jsonl(run / "records.jsonl"), tok, cfg.training.teacher_template)
+    machine = json.loads((run / "env.json").read_text())["cpu"]["tag"]
+    return study_cost(cfg, model_shape(cfg.base_model), lengths), machine
+
+
+def main(argv: list[str] | None = None) -> int:
+    from leakaudit.cost import read_rates, seconds_here, write_rates
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calibrate", nargs="+", default=["ME8-2_regime_math_prepared_e8_seed2",
+                                                       "CFM1_cpu-full-math_seed1"],
+                    help="runs whose stage times fit the rates (two with different job counts fit the overhead)")
+    ap.add_argument("--check", nargs="*", default=["CFM0_cpu-full-math_seed0", "ME8_regime_math_prepared_e8_seed1",
+                                                   "E8-2_regime_code_prepared_e8_seed2", "CF0_cpu-full-code_seed0"],
+                    help="runs made from scratch (no students or teacher reused from another run)")
+    ap.add_argument("--rates-out", type=Path, default=None, help="default: leakaudit/cost_rates.json")
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "cost_check.json")
+    a = ap.parse_args(argv)
+
+    from leakaudit.cost import fit_rates
+
+    cal = [run_cost(RUNS / name) for name in a.calibrate]
+    machines = {m for _, m in cal}
+    if len(machines) != 1:
+        raise SystemExit(f"calibration runs come from several machine classes: {sorted(machines)}")
+    fitted = fit_rates([c for c, _ in cal], [stage_times(RUNS / name) for name in a.calibrate],
+                       machine=machines.pop(), source="stage times of bench/results/default_runs/"
+                       + " and ".join(a.calibrate) + " (Ray, 2 one-CPU workers on 2 cores)")
+    doc = fitted.to_dict()
+    write_rates(fitted, a.rates_out)
+    stored = next(r for r in read_rates(a.rates_out) if r.machine == fitted.machine)
+    rows = []
+    for name in a.check:
+        run = RUNS / name
+        c, m = run_cost(run)
+        predicted = seconds_here(c, stored)
+        measured = stage_times(run)
+        row = {"run": name, "machine": m, "stages": {}}
+        for s in predicted:
+            if s in measured:
+                row["stages"][s] = {"predicted_s": round(predicted[s], 1), "measured_s": measured[s],
+                                    "ratio": round(predicted[s] / measured[s], 3) if measured[s] else None}
+        tot_p = sum(v["predicted_s"] for v in row["stages"].values())
+        tot_m = sum(v["measured_s"] for v in row["stages"].values())
+        row["total"] = {"predicted_s": round(tot_p, 1), "measured_s": tot_m, "ratio": round(tot_p / tot_m, 3)}
+        rows.append(row)
+        print(f"{name} ({m}): " + "; ".join(f"{s} {v['predicted_s']:.0f} s predicted / {v['measured_s']:.0f} s "
+                                               f"measured ({v['ratio']})" for s, v in row["stages"].items())
+              + f"; total {tot_p:.0f} / {tot_m:.0f} s ({row['total']['ratio']})")
+    if not rows:
+        return 0
+    a.out.write_text(json.dumps({"calibration": doc, "checks": rows,
+                                 "note": "predicted = FLOPs (leakaudit.cost) / the calibration run's FLOP rate per "
+                                         "stage; measured = the run's stage_times.log"}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""`run-study --dry-run` / `audit --dry-run` and the cost model behind them (leakaudit.cost): the plan's counts are
+the membership plan's, the arithmetic matches hand-computed values, the rate fit recovers known rates, and a dry run
+writes nothing, exits 2 on bad input and starts no executor."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from leakaudit.cli import main
+from leakaudit.config import load_config
+from leakaudit.cost import (GPUClass, Lengths, ModelShape, StageCost, StudyCost, fit_rates, read_rates,
+                            seconds_on_gpu, study_cost, workload_from_config, write_rates)
+
+SHAPE = ModelShape(hidden=64, layers=2, intermediate=128, heads=4, kv_heads=2, vocab=1000, tied=True)
+
+
+def _lengths(cfg, prompt=10.0, context=30.0, reference=5.0):
+    return {d: Lengths(prompt, context, reference, True) for d in cfg.data.domains}
+
+
+def test_model_shape_counts_parameters_by_hand():
+    # per layer: q,o 64*64 each, k,v 64*32 each, mlp 3*64*128; embedding 1000*64 tied
+    per_layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128
+    assert SHAPE.params == 2 * per_layer + 1000 * 64
+    assert SHAPE.matmul_params == 2 * per_layer + 1000 * 64  # tied: the head is the embedding
+    untied = ModelShape(**{**SHAPE.__dict__, "tied": False})
+    assert untied.params == SHAPE.params + 1000 * 64 and untied.matmul_params == SHAPE.matmul_params
+
+
+def test_tiny_preset_cost_by_hand():
+    """tiny: 4 students + 1 null per domain (champ), 2 records each (n_candidates/2), 1 epoch of batch 2, 8 new
+    tokens; signals: 5 targets x 4 candidates x 2 trajectories of 8 tokens."""
+    cfg = load_config(preset="tiny")
+    cost = study_cost(cfg, SHAPE, _lengths(cfg))
+    assert cost.models == {"student": 4, "null": 1, "teacher": 0}
+    assert cost.opd_steps == 5  # one step of 2 records per model
+    s = cost.stages["students"]
+    assert s.tokens == {"rollout_prefill": 5 * 2 * 10, "rollout": 5 * 2 * 8, "teacher": 5 * (2 * 30 + 2 * 8),
+                        "update": 5 * 2 * (10 + 8)}
+    n = SHAPE.matmul_params
+    assert s.flops == pytest.approx(2 * n * (100 + 380) + 6 * n * 180 + 2 * n * 80)
+    assert s.decode_steps == 5 * 8 and s.jobs == 5
+    q = cost.stages["signals"]
+    assert q.tokens["sample"] == 5 * 4 * 2 * 8
+    # each trajectory: target + base + 1 matched OUT reference (4 students: k = 1); the prompt once (share_prefix)
+    assert q.tokens["score_fresh"] == 5 * 4 * 3 * (10 + 2 * 8)
+    assert q.tokens["score_fixed"] == (5 + 1) * (4 + 4) * (10 + 5)
+    assert cost.stages["teacher"].flops == 0
+
+
+def test_gpu_estimate_by_hand():
+    stage = StageCost(dense_flops=1e15, decode_steps=1000)
+    cost = StudyCost(models={}, opd_steps=0, stages={"students": stage}, lengths={}, shape=SHAPE)
+    gpu = GPUClass("X", bf16_flops=1e15, bandwidth=1e12, memory_gb=80)
+    step = max(SHAPE.params * 2 / (1e12 * 0.5), SHAPE.layers * 1e-4)
+    assert seconds_on_gpu(cost, gpu, dense_utilisation=0.5, bandwidth_utilisation=0.5)["students"] == \
+        pytest.approx(2.0 + 1000 * step)
+
+
+def test_fit_rates_recovers_rate_and_per_job_overhead(tmp_path):
+    def run(flops, jobs):
+        c = StudyCost(models={}, opd_steps=0, lengths={}, shape=SHAPE,
+                      stages={"teacher": StageCost(), "students": StageCost(dense_flops=flops, jobs=jobs),
+                              "signals": StageCost()})
+        return c, {"students": flops / 2e11 + jobs * 30.0}
+
+    (a, ta), (b, tb) = run(4e14, 9), run(2e14, 13)
+    rates = fit_rates([a, b], [ta, tb], machine="m", source="synthetic")
+    assert rates.rates["students"] == pytest.approx(2e11) and rates.overhead_s["students"] == pytest.approx(30.0)
+    path = tmp_path / "rates.json"
+    write_rates(rates, path)
+    write_rates(rates, path)  # the same machine class is replaced, not added
+    assert read_rates(path) == [rates]
+
+
+def test_config_workload_equals_the_plan_of_a_prepared_study(tmp_path, tiny_model_dir):
+    """The config-only count (what prices a preset without its data) is what the membership plan trains and
+    scores, on a study with a background, offline references and two null students."""
+    from leakaudit.cost import workload_from_study
+    from leakaudit.study import Study
+
+    cfg = load_config(preset="tiny", overrides=[
+        f"base_model={tiny_model_dir}", f"out_root={tmp_path}", "data.n_candidates=8", "data.n_population=8",
+        "data.n_background=4", "data.n_reference_records=4", "plan.n_offline_references=2",
+        "plan.n_null_students=2"])
+    study = Study(cfg, log=lambda m: None)
+    study.prepare(start_executor=False)
+    from_plan, from_config = workload_from_study(study), workload_from_config(study.cfg)
+    assert sorted(from_plan.trained) == sorted(from_config.trained)
+    assert sorted(from_plan.targets) == sorted(from_config.targets)
+    assert from_plan.fresh_scored == from_config.fresh_scored
+    assert from_plan.fixed_scored == from_config.fixed_scored
+    assert not (tmp_path / cfg.name).exists()
+
+
+def test_run_study_dry_run_prints_the_plan_and_writes_nothing(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["run-study", "--preset", "tiny", "--dry-run", "--gpu", "A100-80GB", "--set",
+                 f"base_model={tiny_model_dir}", "--set", f"out_root={tmp_path / 'runs'}"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "models to train: 5 (4 student, 1 null)" in out and "OPD steps: 5" in out
+    assert "one A100-80GB" in out and "measured on the records" in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_dry_run_bad_input_exits_2_and_writes_nothing(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"domain": "math", "prompt": "p"}\n')  # no privileged text
+    code = main(["run-study", "--preset", "tiny", "--dry-run", "--set", f"base_model={tiny_model_dir}",
+                 "--set", f"out_root={tmp_path / 'runs'}", "--set", f"data.domains.math.source=file",
+                 "--set", f"data.domains.math.options.path={bad}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "bad.jsonl" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+    code = main(["run-study", "--preset", "tiny", "--dry-run", "--gpu", "Z80", "--set",
+                 f"base_model={tiny_model_dir}", "--set", f"out_root={tmp_path / 'runs'}"])
+    assert code == 2 and "Z80" in capsys.readouterr().err
+
+
+def test_audit_dry_run_counts_the_references_it_would_train(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    from leakaudit.data.sources import load_source
+
+    monkeypatch.chdir(tmp_path)
+    recs = load_source("champ", limit=12, seed=1)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs[:6]))
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs[6:]))
+    code = main(["audit", "--target", tiny_model_dir, "--candidates", str(tmp_path / "c.jsonl"), "--population",
+                 str(tmp_path / "p.jsonl"), "--base-model", tiny_model_dir, "--train-references", "3",
+                 "--out", str(tmp_path / "audit"), "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0 and "models to train: 3 (3 reference)" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl", "p.jsonl"]
+
+
+@pytest.mark.parametrize("preset", ["gpu-paper", "gpu-small"])
+def test_gpu_presets_price_from_their_config_alone(preset):
+    """Without their hub data: budgets as lengths, the Qwen2.5 shape; the students' step count by hand."""
+    cfg = load_config(preset=preset)
+    qwen = ModelShape(hidden=896, layers=24, intermediate=4864, heads=14, kv_heads=2, vocab=151936, tied=True)
+    from leakaudit.cost import budget_lengths
+
+    cost = study_cost(cfg, qwen, budget_lengths(cfg))
+    per_domain = cfg.plan.n_students + cfg.plan.n_null_students + cfg.plan.n_offline_references
+    r = cfg.data.n_candidates // 2 + cfg.data.n_background
+    assert cost.opd_steps == 3 * per_domain * cfg.training.epochs * math.ceil(r / cfg.training.batch_size)
+    assert cost.stages["students"].peak_bytes > 16 * qwen.params
