@@ -269,6 +269,7 @@ class AttackSpecConfig:
     name: str
     """A registered attack (`leakaudit attacks`)."""
     params: dict[str, Any] = field(default_factory=dict)
+    """The attack's parameters (`leakaudit attacks` lists them with their defaults); unset ones take the default."""
     label: str = ""
     """Display name; defaults to the attack name (set it when one attack runs with several params)."""
 
@@ -308,6 +309,8 @@ class MetricsConfig:
     n_boot: int = 1000
     """Bootstrap resamples for AUROC confidence intervals."""
     seed: StrictInt = 0
+    """Bootstrap seed (>= 0). Fixed rather than derived from the master `seed`, so a new study seed changes the
+    experiment but not how it is measured."""
 
     def __post_init__(self) -> None:
         if self.n_boot < 0:
@@ -463,11 +466,13 @@ class StudyConfig:
     name: str = "default"
     """Run directory name under out_root."""
     out_root: str = "runs"
+    """Directory the run directory `name` is made in."""
     seed: StrictInt = 0
     """Master seed: membership plan, training order, sampling (each stage derives its own from this)."""
     base_model: str = "smollm2-135m"
     """Student initialisation: 'smollm2-135m' (offline), a hub id, or a local checkpoint directory."""
     trust_remote_code: StrictBool = False
+    """Let transformers run code shipped with a hub model. Off: only architectures transformers itself knows."""
     data: Checked[DataConfig] = field(default_factory=_default_data)
     plan: Checked[PlanConfig] = field(default_factory=PlanConfig)
     teacher: Checked[TeacherConfig] = field(default_factory=TeacherConfig)
