@@ -12,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 from conftest import bench_script
 
-KEPT = Path(__file__).resolve().parents[1] / "bench" / "results" / "default_runs"
+KEPT = Path(__file__).resolve().parents[1] / "results"  # the reported runs' study.yaml, scores.parquet, metrics.json
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_targets_of_two_runs_stay_apart_and_a_shared_record_is_one_cluster(pool,
 
 
 def test_one_kept_run_reproduces_its_report(pool):
-    run = KEPT / "ME8-2_regime_math_prepared_e8_seed2"
+    run = KEPT / "regime_math_prepared_e8_seed2"
     n_boot, seed = pool.bootstrap_settings(run)
     t = pool.pooled_tables(pool.pooled_scores([run]), n_boot=n_boot, seed=seed)
     report = json.loads((run / "metrics.json").read_text())
@@ -67,7 +67,7 @@ def test_one_kept_run_reproduces_its_report(pool):
 
 
 def test_offline_leaky_is_read_against_the_strongest_fixed_attack_of_either_design(pool):
-    run = KEPT / "ME8off8_regime_math_prepared_e8_offline8_seed1"
+    run = KEPT / "regime_math_prepared_e8_offline8_seed1"
     n_boot, seed = pool.bootstrap_settings(run)
     t = pool.pooled_tables(pool.pooled_scores([run]), n_boot=n_boot, seed=seed)
     goal = pool.goal_reading(t["headline"])
@@ -80,7 +80,7 @@ def test_offline_leaky_is_read_against_the_strongest_fixed_attack_of_either_desi
 
 
 def test_null_targets_are_pooled_apart_and_one_run_reproduces_its_null_check(pool, tmp_path):
-    run = KEPT / "ME8off8-3_regime_math_prepared_e8_offline8_seed3"
+    run = KEPT / "regime_math_prepared_e8_offline8_seed3"
     n_boot, seed = pool.bootstrap_settings(run)
     got = pool.pooled_null_check(pool.pooled_scores([run], null_check=True), n_boot=n_boot, seed=seed).set_index("label")
     want = {r["label"]: r for r in json.loads((run / "metrics.json").read_text())["null_check"]}

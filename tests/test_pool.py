@@ -80,8 +80,8 @@ def write_shard(root: Path, domain: str, *, preset: str = "cpu-full", overrides=
             f.write(json.dumps({"record_id": f"{domain}-r{i:03d}", "domain": domain, "prompt": f"Q{i} ({domain})?",
                                 "privileged": f"solution {i}", "answer": str(i), "source": "fake",
                                 "meta": {}}) + "\n")
-    # a real card (run MO0's, medical), relabelled to this shard's domain
-    card = (REPO / "bench/results/default_runs/MO0_regime_medical_prepared_offline4_seed0/realism.json").read_text()
+    # a real card (the medical study's with offline references, seed 0), relabelled to this shard's domain
+    card = (REPO / "tests/fixtures/realism_medical.json").read_text()
     write_text(rd.realism, card.replace('"medical', f'"{domain}'))
     write_json(rd.env, {"cpu": f"machine of {domain}"})
     write_json(rd.teacher_literalness, {"teacher": "prepared", "teacher_model": "models/_teacher",
@@ -280,11 +280,20 @@ def test_pool_refuses_a_shard_or_pooled_directory_another_process_holds(tmp_path
     assert (out / "metrics.csv").is_file()
 
 
-def test_run_table_says_when_tpr_at_1pct_is_the_tpr_at_fpr_0():
+def test_run_table_says_when_tpr_at_1pct_is_the_tpr_at_fpr_0(tmp_path):
     """1% of 96 negatives is under one false positive, so one run's TPR@1% is its TPR at FPR 0; 288 resolve it."""
     run_table = bench_script("run_table")
-    kept = Path(__file__).resolve().parents[1] / "bench" / "results" / "default_runs"
     key = "TPR@1% FPR: Leaky / fresh_loss / LOSS / RMIA (negatives)"
-    assert run_table.column(kept / "ME8off8-4_regime_math_prepared_e8_offline8_seed4")[key].endswith(
-        "(96: = TPR at FPR 0)")
-    assert run_table.column(kept / "CFP3_cpu-full-pooled_all_domains_seed0")[key].endswith("(288)")
+
+    def kept(name: str) -> Path:
+        """A reported run as results/ keeps it, plus the metrics.csv its report wrote: the same rows as
+        metrics.json's `results`, which run_table reads as a CSV."""
+        src, run = REPO / "results" / name, tmp_path / name
+        run.mkdir()
+        mj = json.loads((src / "metrics.json").read_text())
+        (run / "metrics.json").write_text(json.dumps(mj))
+        pd.DataFrame(mj["results"]).to_csv(run / "metrics.csv", index=False)
+        return run
+
+    assert run_table.column(kept("regime_math_prepared_e8_offline8_seed4"))[key].endswith("(96: = TPR at FPR 0)")
+    assert run_table.column(kept("cpu-full-pooled_all_domains_seed0"))[key].endswith("(288)")
