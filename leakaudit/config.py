@@ -150,7 +150,7 @@ class PlanConfig:
     """With null_student: null students per domain (1 to n_students), each trained on its own n_candidates/2
     population records and attacked with another student's labels, so the null check pools that many draws (one
     null target of 12 + 12 candidates: AUROC sd 0.12 under no signal, and its CI excludes 0.5 in 5.5% of
-    no-signal draws; bench/null_check_calibration.py). Each costs one student's training."""
+    no-signal draws; experiments/null_check_calibration.py). Each costs one student's training."""
     n_matched_references: int = 0
     """References per record for Leaky (OUT) and LiRA-online (IN); 0 = the most every record allows,
     n_students/2 - 1, fixed so the count never depends on membership."""
@@ -158,7 +158,7 @@ class PlanConfig:
     """'lira' (random balanced halves) or 'balanced_subsets' (every IN-set of size n_students/2 equally often,
     so that which student is a record's matched reference does not depend on its label; see
     leakaudit.membership.balanced_subsets_keep_matrix). With 4 students 'lira' confounds reference identity
-    with membership (bench/reference_confound.py)."""
+    with membership (experiments/reference_confound.py)."""
 
     n_offline_references: int = 0
     """The offline design beside the keep matrix: this many reference students per domain trained on the background

@@ -207,7 +207,7 @@ def test_headline_gives_offline_leaky_its_own_row_and_never_counts_it_as_a_basel
 
 @pytest.mark.parametrize("which", ["auroc_ci", "cluster_auroc_ci"])
 def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
-    """0/1 int labels used to index the scores (s[y] took rows 0 and 1 over and over): bench/pass_curve.py's first
+    """0/1 int labels used to index the scores (s[y] took rows 0 and 1 over and over): experiments/pass_curve.py's first
     run printed AUROC 0.576 with a 'CI' of [0.125, 0.406]. Now the same CI as bool labels, and it holds the AUROC."""
     import numpy as np
 

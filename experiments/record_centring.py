@@ -7,7 +7,7 @@ likely, say) ranks records, not memberships, and centring removes that. An attac
 other targets), so the centred AUROC is a diagnostic of where an attack's noise lies, never an attack. Compared per
 attack with the pooled AUROC (Mann–Whitney over all real-target rows, as the report pools them).
 
-    python bench/record_centring.py runs/sweep/regime_math_prepared_e8_seed2 [...] [--json bench/results/record_centring.json]
+    python experiments/record_centring.py runs/sweep/regime_math_prepared_e8_seed2 [...] [--json experiments/results/record_centring.json]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""bench/trajectory_curve.py: cutting every record's fresh signals to its first k trajectories."""
+"""experiments/trajectory_curve.py: cutting every record's fresh signals to its first k trajectories."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from attacks import run_attack
 from attacks.base import AttackInputs
 from attacks.leaky import LeakyParams
-from conftest import bench_script
+from conftest import experiment_script
 
 A = np.asarray
 
@@ -23,7 +23,7 @@ def _inputs() -> AttackInputs:
 
 
 def test_first_k_keeps_the_first_trajectories_of_each_record():
-    first_k = bench_script("trajectory_curve").first_k
+    first_k = experiment_script("trajectory_curve").first_k
     x = first_k(_inputs(), 2)
     assert [len(t) for t in x.fresh_target] == [2, 1] and [len(r) for r in x.fresh_refs] == [2, 1]
     assert x.fresh_base is None and x.record_ids == ["a", "b"]
@@ -35,7 +35,7 @@ def test_first_k_keeps_the_first_trajectories_of_each_record():
 
 
 def test_trajectories_keeps_the_selected_ones_of_each_record():
-    x = bench_script("trajectory_curve").trajectories(_inputs(), slice(1, 3))
+    x = experiment_script("trajectory_curve").trajectories(_inputs(), slice(1, 3))
     assert [len(t) for t in x.fresh_target] == [2, 0]
     # record a's 2nd and 3rd trajectories: mean(0.1 · −1, +3) = 1.45
     assert run_attack("leaky", x, LeakyParams())[0] == pytest.approx(1.45)
@@ -44,7 +44,7 @@ def test_trajectories_keeps_the_selected_ones_of_each_record():
 def test_half_agreement_separates_target_offsets_from_agreement_within_targets():
     import pandas as pd
 
-    agree = bench_script("trajectory_curve").half_agreement
+    agree = experiment_script("trajectory_curve").half_agreement
     # two targets 10 apart; within each, the second half reverses the first half's order of its two records
     wide = pd.DataFrame({"domain": "math", "attack": "leaky", "target": ["t0", "t0", "t1", "t1"],
                          "record_id": ["a", "b", "a", "b"], "is_member": [True, False, True, False],

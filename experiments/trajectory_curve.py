@@ -9,7 +9,7 @@ per domain. The fixed-text attacks do not read the trajectories: the run's best 
 printed beside as the line to cross. A curve still rising at k = n says more trajectories would help; a flat one
 says the budget is not what holds Leaky back. Read it on the development seed.
 
-    python bench/trajectory_curve.py runs/sweep/regime_code_prepared_e8_seed1 [--json bench/results/trajectory_curve_....json]
+    python experiments/trajectory_curve.py runs/sweep/regime_code_prepared_e8_seed1 [--json experiments/results/trajectory_curve_....json]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ OUT references on the same tokens, split by members and non-members; their diffe
 gap Leaky and fresh_gap_max read. Shows whether a signal lives in the target (members' samples more likely to
 the target) or in the references (members' samples less likely to students that never saw the record).
 
-    python bench/gap_anatomy.py runs/sweep/code_teacher96_m8_e30 [--json bench/results/gap_anatomy.json]
+    python experiments/gap_anatomy.py runs/sweep/code_teacher96_m8_e30 [--json experiments/results/gap_anatomy.json]
 """
 
 from __future__ import annotations

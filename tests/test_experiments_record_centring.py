@@ -1,4 +1,4 @@
-"""bench/record_centring.py: scores less each record's mean over targets, against the pooled AUROC."""
+"""experiments/record_centring.py: scores less each record's mean over targets, against the pooled AUROC."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 import pandas as pd
 import pytest
 
-from conftest import bench_script
+from conftest import experiment_script
 
 
 def test_centring_removes_the_records_own_level_and_skips_nan_rows():
-    centred_aurocs = bench_script("record_centring").centred_aurocs
+    centred_aurocs = experiment_script("record_centring").centred_aurocs
     # record a sits high on both targets (10 IN, 8 OUT), record b low (1 IN, 0 OUT); a NaN row is left out
     real = pd.DataFrame({"label": "loss", "domain": "math",
                          "record_id": ["a", "a", "b", "b", "c"], "target": ["t0", "t1", "t1", "t0", "t0"],

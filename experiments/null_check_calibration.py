@@ -14,7 +14,7 @@ Two measurements:
    The Leaky cells alone are listed, with their spread against the AUROC's standard deviation under H0,
    sqrt((n_pos + n_neg + 1) / (12 n_pos n_neg)).
 
-    python bench/null_check_calibration.py [bench/results/default_runs/*] [--json bench/results/null_check_calibration.json]
+    python experiments/null_check_calibration.py [results/*] [--json experiments/results/null_check_calibration.json]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from scipy import stats
 from leakaudit.metrics import attack_base, prepare, roc_metrics
 from leakaudit.report import load_run
 
-DEFAULT_RUNS = "bench/results/default_runs"
+DEFAULT_RUNS = "results"
 N_BOOT = 1000
 """The report's resample count (metrics.json `bootstrap.n_boot`)."""
 

@@ -1,10 +1,10 @@
 """One sweep point over several seeds: each seed's pooled AUROCs beside the published statistics over all seeds'
 targets together (issue 14: a lead on one seed is checked on another before it is called a result).
 
-Reads only the metrics.csv each run wrote (bench/results/default_runs/ keeps them after the run directories are gone):
+Reads only the metrics.csv each run wrote (results/ keeps them after the run directories are gone):
 
-    python bench/seeds_table.py seed0=bench/results/default_runs/M_regime_math_prepared_metrics.csv \
-        seed1=bench/results/default_runs/M1_regime_math_prepared_seed1_metrics.csv
+    python experiments/seeds_table.py seed0=results/M_regime_math_prepared_metrics.csv \
+        seed1=results/M1_regime_math_prepared_seed1_metrics.csv
 
 Per seed: Leaky's pooled AUROC [record-cluster CI] (the report's domain row) and the strongest pooled attack of each
 family. Over every seed's real targets: leakaudit.metrics.paper_statistics (mean per-target AUROC of Leaky / of the

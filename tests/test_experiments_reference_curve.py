@@ -1,4 +1,4 @@
-"""bench/reference_curve.py: cutting every record's references to its first m IN and first m OUT ones."""
+"""experiments/reference_curve.py: cutting every record's references to its first m IN and first m OUT ones."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from attacks import run_attack
 from attacks.base import AttackInputs
 from attacks.leaky import LeakyParams
-from conftest import bench_script
+from conftest import experiment_script
 
 A = np.asarray
 
@@ -27,7 +27,7 @@ def _inputs() -> AttackInputs:
 
 
 def test_first_m_keeps_the_first_m_in_and_out_references_in_order():
-    cut = bench_script("reference_curve").first_m_references
+    cut = experiment_script("reference_curve").first_m_references
     one = cut(_inputs(), 1)
     assert one.fresh_refs[0][0].tolist() == [[-3.0]]
     assert one.fixed_refs[0].ravel().tolist() == [1.0, 2.0] and one.fixed_ref_in[0].tolist() == [True, False]
@@ -43,7 +43,7 @@ def test_first_m_keeps_the_first_m_in_and_out_references_in_order():
 
 
 def test_without_out_reference_drops_one_out_row_and_keeps_the_rest_in_order():
-    drop = bench_script("reference_curve").without_out_reference
+    drop = experiment_script("reference_curve").without_out_reference
     x = drop(_inputs(), 1)  # the 2nd OUT reference: fresh row 1 (−0.5); fixed OUT rows are 2.0, 4.0, 5.0 → drop 4.0
     assert x.fresh_refs[0][0].tolist() == [[-3.0], [-2.0]]
     assert x.fixed_refs[0].ravel().tolist() == [1.0, 2.0, 3.0, 5.0]

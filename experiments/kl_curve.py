@@ -3,12 +3,12 @@
 Prepares a teacher on population records (or uses the frozen base with --teacher self), trains one student by
 OPD on `--members` records for `--epochs` epochs, then prints the teacher-KL curve per epoch (from the ledger)
 and the mean per-token log-likelihood of the reference text on held-out records under the base vs the student.
-With --kl-samples N (> 0) it also estimates the teacher KL on fresh samples (bench/member_kl.py's KL_hat, N
+With --kl-samples N (> 0) it also estimates the teacher KL on fresh samples (experiments/member_kl.py's KL_hat, N
 samples per record) for the base and the trained student, on members and on held-out records: a fall on held-out
 records means training generalises (the student behaves like the privileged teacher on records it never saw);
 the member/held-out difference is the record-specific part.
 
-    python bench/kl_curve.py --source champ --members 4 --epochs 30 --out runs/kl_math
+    python experiments/kl_curve.py --source champ --members 4 --epochs 30 --out runs/kl_math
 
 Records: a seeded shuffle of the source split into members / held-out / population (disjoint).
 """

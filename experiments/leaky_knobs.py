@@ -5,7 +5,7 @@ target of the run and reports pooled AUROC [95% CI] per domain, real targets and
 The run's own default (slope 0.1, mean, max) was fixed before any of this was measured; these rows show how much
 each knob matters on one run, not a tuned choice (picking the best row here and reporting it would overfit).
 
-    python bench/leaky_knobs.py runs/sweep/code_teacher96_m8_e30 [--json bench/results/leaky_knobs.json]
+    python experiments/leaky_knobs.py runs/sweep/code_teacher96_m8_e30 [--json experiments/results/leaky_knobs.json]
 """
 
 from __future__ import annotations

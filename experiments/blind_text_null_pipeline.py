@@ -6,7 +6,7 @@ plan; nothing is written), runs blind_text on every real target as the attacks s
 null with the report's code. For the default preset at seed 0 this is runs D, E and G's blind baseline (same
 records, plan and fold seed); at seed 1 run F's.
 
-    python bench/blind_text_null_pipeline.py [--preset default] [--set seed=1 ...] [--n-perm 200]
+    python experiments/blind_text_null_pipeline.py [--preset default] [--set seed=1 ...] [--n-perm 200]
         [--metrics-seed 0] [--json out.json]
 """
 

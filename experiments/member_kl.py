@@ -18,7 +18,7 @@ seed as the run's fresh trajectories) on every candidate: the "before" of traini
 NON-members is far below the base's learnt to behave like the privileged teacher on records it never saw
 (training generalises); the member/non-member difference is the record-specific part.
 
-    python bench/member_kl.py runs/sweep/code_teacher96_m8_e30 [--json bench/results/member_kl.json]
+    python experiments/member_kl.py runs/sweep/code_teacher96_m8_e30 [--json experiments/results/member_kl.json]
 """
 
 from __future__ import annotations

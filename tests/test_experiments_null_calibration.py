@@ -1,4 +1,4 @@
-"""bench/null_check_calibration.py: the null check's chance failures counted against the CI's coverage."""
+"""experiments/null_check_calibration.py: the null check's chance failures counted against the CI's coverage."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from conftest import bench_script
+from conftest import experiment_script
 
 
 @pytest.fixture(scope="module")
 def cal():
-    return bench_script("null_check_calibration")
+    return experiment_script("null_check_calibration")
 
 
 def test_h0_sd_is_the_mann_whitney_sd(cal):

@@ -12,7 +12,7 @@ that read no reference (LOSS, zlib, Min-K%, fresh_loss, blind) are left out: the
 offline references (plan.n_offline_references R) gets a second curve, m = 1 .. R, of the attacks in their offline
 forms ('@offline', as in its report), each target against the first m of its domain's offline references.
 
-    python bench/reference_curve.py runs/sweep/regime_math_prepared_e8_seed1 [--json bench/results/reference_curve_....json]
+    python experiments/reference_curve.py runs/sweep/regime_math_prepared_e8_seed1 [--json experiments/results/reference_curve_....json]
 """
 
 from __future__ import annotations

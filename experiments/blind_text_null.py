@@ -5,7 +5,7 @@ short of the held-out record's class, so the fitted prior leans against it. This
 the run's candidates (seeded) and reports the mean and spread of blind_text's AUROC — the value to compare the
 report's blind baseline with at that size, not 0.5. No model is run.
 
-    python bench/blind_text_null.py runs/default [--draws 300] [--json out.json]
+    python experiments/blind_text_null.py runs/default [--draws 300] [--json out.json]
 """
 
 from __future__ import annotations

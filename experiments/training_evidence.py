@@ -10,7 +10,7 @@ For each domain:
   (A rising held-out likelihood means training generalises rather than only memorising; code is never
   executed, so this is the measure used for every domain.)
 
-    python bench/training_evidence.py runs/default [--json bench/results/training_evidence.json]
+    python experiments/training_evidence.py runs/default [--json experiments/results/training_evidence.json]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 In a keep-matrix study a record's matched OUT reference is one of the other students, and which one depends on
 the record; students differ from one another by large per-model offsets on the target's samples, so that choice
-adds noise (and, under an unbalanced design, a spurious signal: bench/reference_confound.py). An *offline*
+adds noise (and, under an unbalanced design, a spurious signal: experiments/reference_confound.py). An *offline*
 reference is trained on population records only, never on any candidate: it is OUT for every candidate, so
 every record of a target is compared with the same model and a per-model offset is common to all of them.
 
@@ -17,13 +17,13 @@ records, as the report does):
 - fresh_loss: the target's own mean log p of its samples (no reference).
 The null student itself is not attacked here (it would be its own reference).
 
-Caveat measured on the first three default runs (bench/results/offline_reference_runs_ABC.json): in runs B and C the
+Caveat measured on the first three default runs (experiments/results/offline_reference_runs_ABC.json): in runs B and C the
 null student had collapsed into emitting only newlines (its teacher KL rose 1.26 -> 1.87 while the sampled-token
 loss went to 0; leakaudit.report.health), so there it is a poor reference; in run A it was healthy. All three gave
 leaky_offline 0.48-0.52.
 
-    python bench/offline_reference.py runs/sweep/code_teacher96_m8_e30_balanced [more runs] \
-        [--json bench/results/offline_reference.json]
+    python experiments/offline_reference.py runs/sweep/code_teacher96_m8_e30_balanced [more runs] \
+        [--json experiments/results/offline_reference.json]
 """
 
 from __future__ import annotations

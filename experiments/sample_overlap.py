@@ -10,7 +10,7 @@ the target's labels and the mean similarity of members and non-members. No model
 It uses the privileged text, which an auditor holding the candidate records has, so it is a legitimate (if crude)
 attack; here it is a diagnostic of WHERE the signal is, not one of the registered attacks.
 
-    python bench/sample_overlap.py runs/sweep/code_body_m8_e30_balanced_full_rkl [--json out.json]
+    python experiments/sample_overlap.py runs/sweep/code_body_m8_e30_balanced_full_rkl [--json out.json]
 """
 
 from __future__ import annotations

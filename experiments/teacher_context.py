@@ -7,7 +7,7 @@ prepared teacher when it exists), report per-token mean log-probs:
   E_y[log p_T(y | x, c) − log p_T(y | x)] — the record-specific pull OPD can transmit to a student. If it is
   ≈ 0 the teacher gives the student nothing about the record to memorise.
 
-    python bench/teacher_context.py runs/default --n 6 [--json bench/results/teacher_context.json]
+    python experiments/teacher_context.py runs/default --n 6 [--json experiments/results/teacher_context.json]
 """
 
 from __future__ import annotations

@@ -18,14 +18,15 @@ reuses both (its stage markers and the student's DONE). Under a constant learnin
 regime's), the first k epochs of an 8-epoch student are a k-epoch student's (plan_steps draws each epoch's
 order from (seed, epoch)), so epoch 3 of the curve is the 3-pass default recipe's student.
 
-    python bench/pass_curve.py --point regime_code_prepared_e8 --seed 1
+    python experiments/pass_curve.py --point regime_code_prepared_e8 --seed 1
       [--student code-s1] [--set training.bf16_autocast=false]
-      [--json bench/results/pass_curve_<point>_seed<N>_<student>.json]
+      [--json experiments/results/pass_curve_<point>_seed<N>_<student>.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -40,9 +41,17 @@ from leakaudit.metrics import auroc, auroc_ci
 from leakaudit.signals.backend import open_backend
 from leakaudit.signals.hf_backend import HFBackend
 from leakaudit.study import Study
-from sweep_signal import POINTS
 from kl_curve import ref_logps
 from training_evidence import at_cap_by_epoch, kl_by_epoch
+
+
+def _sweep_points() -> dict[str, list[str]]:
+    """bench/sweep_signal.py's POINTS (the sweep's named config overrides), loaded from its file."""
+    path = Path(__file__).resolve().parents[1] / "bench" / "sweep_signal.py"
+    spec = importlib.util.spec_from_file_location("sweep_signal", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.POINTS
 
 
 def epoch_row(epoch: int, logp: list[float], base: list[float], is_member: list[bool], seconds: float) -> dict:
@@ -76,7 +85,7 @@ def main() -> None:
 
     name = f"{args.point}_seed{args.seed}"
     extra = [*args.extra, f"seed={args.seed}"]
-    cfg = load_config(preset=args.preset, overrides=[*POINTS[args.point], *extra, f"name={name}",
+    cfg = load_config(preset=args.preset, overrides=[*_sweep_points()[args.point], *extra, f"name={name}",
                                                      "out_root=runs/sweep"])
     started = time.time()
     study = Study(cfg, log=lambda m: print(m, flush=True))
@@ -107,7 +116,7 @@ def main() -> None:
     ledger = root / "models" / model_id / "ledger.jsonl"
     result = {
         "what": __doc__.split("\n")[0],
-        "command": f"python bench/pass_curve.py --point {args.point} --preset {args.preset} --seed {args.seed}"
+        "command": f"python experiments/pass_curve.py --point {args.point} --preset {args.preset} --seed {args.seed}"
                    + "".join(f" --set {x}" for x in args.extra),
         "run_dir": str(root), "config_hash": study.cfg.hash(), "domain": domain, "student": model_id,
         # the study's own config, bf16_autocast resolved on this machine (cfg says 'auto'; the run's hash is of this)
@@ -122,7 +131,7 @@ def main() -> None:
         "by_epoch": rows,
         "seconds": {"until_teacher": round(teacher_s, 1), "student_with_scoring": round(train_s, 1)},
     }
-    out = args.json or Path(f"bench/results/pass_curve_{name}_{model_id}.json")
+    out = args.json or Path(f"experiments/results/pass_curve_{name}_{model_id}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")

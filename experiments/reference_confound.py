@@ -17,7 +17,7 @@ Per target (fresh trajectories, the stored signals of the run, nothing recompute
   identity cannot explain;
 - refs: for members and non-members, how many records got each reference.
 
-    python bench/reference_confound.py runs/default [--json bench/results/reference_confound.json]
+    python experiments/reference_confound.py runs/default [--json experiments/results/reference_confound.json]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@
 
 Pooled AUROC [95% CI] over the real targets and over the null targets, per definition.
 
-    python bench/attack_definitions.py runs/default [--json bench/results/attack_definitions_runG.json]
+    python experiments/attack_definitions.py runs/default [--json experiments/results/attack_definitions_runG.json]
 """
 
 from __future__ import annotations
