@@ -1,4 +1,4 @@
-"""Decode cost of rollouts and of signal sampling (issue 13): CPU seconds per generated token, option by option.
+"""Decode cost of rollouts and of signal sampling: CPU seconds per generated token, option by option.
 
 Shape: the OPD rollout of a default-preset step: 8 human-eval prompts of 125-160 student-prompt tokens (the first 8
 of `load_source("humaneval", seed=0)` in that range: the default study's prompts are ~140 tokens), 48 new tokens,

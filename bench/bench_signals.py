@@ -7,7 +7,7 @@ Measures
 - the machine's fp32 / bf16 matmul peak (2048^2 matmuls) and the achieved fraction (~2 * params FLOPs/token).
 Writes bench/results/signals.json and prints a table.  Run:  python bench/bench_signals.py [--threads 1]
 
-Two more modes (issue 13, signals lever), each with its own JSON:
+Two more modes (the signals speed levers), each with its own JSON:
 - --mode prefix: the default preset's signals shapes (humaneval student prompts, 4 trajectories of <= 64 tokens
   per record): sampling via model.generate vs the shared-prefill loop (HFOptions.share_prefill), and scoring of the
   trajectories per sequence vs from each prompt's KV cache (HFOptions.share_prefix), alternating in one run, with
@@ -16,7 +16,7 @@ Two more modes (issue 13, signals lever), each with its own JSON:
 - --mode bf16-body: per-token log-prob error against fp32 of autocast_bf16 on humaneval reference texts
   (score_fixed's workload). -> bench/results/signals_bf16_body.json (that file's run also measured a removed
   bf16_body option, final norm forced to fp32: identical to autocast_bf16, max diff 0.0)
-- --mode stage: the signals stage's defaults before and after issue 13, side by side in ABBA order on the
+- --mode stage: the signals stage's defaults before and after the speed levers, side by side in ABBA order on the
   prefix mode's shapes: sampling under bf16 autocast over the float32 weights (the old path, AutocastSampling
   below) vs from a bf16 copy of the weights (HFOptions.sample_bf16, the new path), and scoring the sampled
   trajectories with share_prefix off vs on (fp32); tokens/s per wall second and per CPU second (a core shared

@@ -1,4 +1,6 @@
-"""zlib and RMIA before and after issue 12's fixes, on one finished run's stored signals (nothing is retrained).
+"""docs/results.md: none of its numbers (a check that the zlib and RMIA definitions in use changed only what they meant to).
+
+zlib and RMIA before and after their definitions were fixed, on one finished run's stored signals (nothing is retrained).
 
 - zlib: sum log p / zlib bytes (before) vs mean log p / zlib bytes (after; Carlini et al. 2021, MIMIR).
 - RMIA: the population prior under every reference student and over every population record (before) vs under

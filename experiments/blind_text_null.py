@@ -1,4 +1,6 @@
-"""What AUROC does the cross-validated `blind_text` baseline give when labels carry NO information? Reads a run.
+"""docs/results.md: none of its numbers; docs/guide/report.md's no-signal value of the blind text baseline (≈0.38 at 16 records).
+
+What AUROC does the cross-validated `blind_text` baseline give when labels carry NO information? Reads a run.
 
 With few records, out-of-fold classifiers are biased BELOW 0.5 under random labels: each fold's training set is
 short of the held-out record's class, so the fitted prior leans against it. This draws random balanced labels for

@@ -1,10 +1,12 @@
-"""The report's blind text check (leakaudit/report/blind_null.py) for a study config, without training anything.
+"""docs/results.md: none of its numbers; the report's blind text check for a config, computed without training.
+
+The report's blind text check (leakaudit/report/blind_null.py) for a study config, without training anything.
 
 blind_text sees only the candidates' texts and each target's labels, so its scores, and the permutation null the
 report computes from them, follow from the records and the plan alone: this prepares a study in memory (records,
 plan; nothing is written), runs blind_text on every real target as the attacks stage does, and computes the
 null with the report's code. For the default preset at seed 0 this is runs D, E and G's blind baseline (same
-records, plan and fold seed); at seed 1 run F's.
+records, plan and fold seed); at seed 1 the previous default's seed-1 run's.
 
     python experiments/blind_text_null_pipeline.py [--preset default] [--set seed=1 ...] [--n-perm 200]
         [--metrics-seed 0] [--json out.json]

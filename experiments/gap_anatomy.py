@@ -1,4 +1,6 @@
-"""Where a fresh-trajectory signal comes from, per target of a finished run (reads stored signals only).
+"""docs/results.md: none of its numbers (where the fresh-trajectory gap comes from, per target; a diagnostic).
+
+Where a fresh-trajectory signal comes from, per target of a finished run (reads stored signals only).
 
 For each real target: mean per-token log p of the target's own fresh samples, and of the max over its matched
 OUT references on the same tokens, split by members and non-members; their difference is the (unrectified)

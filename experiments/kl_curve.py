@@ -1,4 +1,6 @@
-"""One student, one domain: does OPD training move it toward its teacher, and does that help held-out records?
+"""docs/results.md: none of its numbers (whether OPD moves one student toward its teacher on math and medical).
+
+One student, one domain: does OPD training move it toward its teacher, and does that help held-out records?
 
 Prepares a teacher on population records (or uses the frozen base with --teacher self), trains one student by
 OPD on `--members` records for `--epochs` epochs, then prints the teacher-KL curve per epoch (from the ledger)

@@ -1,4 +1,6 @@
-"""Leaky's own knobs on a finished run's stored signals (issue 6). Trains, samples and scores nothing.
+"""docs/results.md: none of its numbers (Leaky's slope and reductions swept on stored signals).
+
+Leaky's own knobs on a finished run's stored signals. Trains, samples and scores nothing.
 
 Re-runs `leaky` with each variant below (slope, token aggregation, reference reduction, first-K tokens) on every
 target of the run and reports pooled AUROC [95% CI] per domain, real targets and null targets separately.

@@ -1,4 +1,6 @@
-"""Teacher KL on members vs non-members of the same trained student (issues 3 and 6). Reads a finished run.
+"""docs/results.md, What did not work: a self-distillation teacher leaves nothing record-specific (teacher KL, members vs non-members).
+
+Teacher KL on members vs non-members of the same trained student. Reads a finished run.
 
 For every target of the run (students and null students) and every candidate record, take the target's stored
 fresh trajectories y ~ student(. | x) and the target's own stored log-probs, score the same tokens under the run's

@@ -1,4 +1,6 @@
-"""Is a failed null check a leak in the procedure or chance? (issue 14: run ME8's null target gave Leaky
+"""docs/results.md: none of its numbers; docs/guide/report.md's null-check calibration (AUROC sd 0.12 under no signal).
+
+Is a failed null check a leak in the procedure or chance? (the null target of math, 8 passes, seed 1 gave Leaky
 0.743 [0.535, 0.924] on 12 + 12 records.) Trains, samples and scores nothing.
 
 Two measurements:

@@ -1,4 +1,6 @@
-"""Would Leaky see membership if every record of a target were compared with the SAME references? Reads finished runs.
+"""docs/results.md: none of its numbers (Leaky with the same references for every record, the idea behind offline references).
+
+Would Leaky see membership if every record of a target were compared with the SAME references? Reads finished runs.
 
 In a keep-matrix study a record's matched OUT reference is one of the other students, and which one depends on
 the record; students differ from one another by large per-model offsets on the target's samples, so that choice
@@ -19,7 +21,7 @@ The null student itself is not attacked here (it would be its own reference).
 
 Caveat measured on the first three default runs (experiments/results/offline_reference_runs_ABC.json): in runs B and C the
 null student had collapsed into emitting only newlines (its teacher KL rose 1.26 -> 1.87 while the sampled-token
-loss went to 0; leakaudit.report.health), so there it is a poor reference; in run A it was healthy. All three gave
+loss went to 0; leakaudit.report.health), so there it is a poor reference; in the first run of that recipe it was healthy. All three gave
 leaky_offline 0.48-0.52.
 
     python experiments/offline_reference.py runs/sweep/code_teacher96_m8_e30_balanced [more runs] \

@@ -1,6 +1,8 @@
-"""Does a student learn its own records as the passes go up? One student of a sweep point, scored after every epoch.
+"""docs/results.md, With 8 passes: why 8 passes were tried (one student's members vs held out after every pass).
 
-The question before an expensive run (issue 14): would 8 passes (`regime_code_prepared_e8`, ~2.7x the students of a
+Does a student learn its own records as the passes go up? One student of a sweep point, scored after every epoch.
+
+The question before an expensive run: would 8 passes (`regime_code_prepared_e8`, ~2.7x the students of a
 3-pass study) make members differ from held-out candidates at all? A whole sweep point answers it with 9 students
 and the signals stage; this answers the part that decides it with one student and no signals: after each epoch,
 the mean per-token log p of each candidate's privileged reference text after the student prompt (the fixed text

@@ -1,5 +1,7 @@
-"""Is an attack held back by what a record shares across targets? Every score less the record's mean score over
-all real targets of its domain, on a finished run's scores.parquet (issue 14). Trains, samples and scores nothing.
+"""docs/results.md: none of its numbers (attacks after removing each record's mean score over targets).
+
+Is an attack held back by what a record shares across targets? Every score less the record's mean score over
+all real targets of its domain, on a finished run's scores.parquet. Trains, samples and scores nothing.
 
 In a keep matrix every candidate is IN for half the students and OUT for the other half, so its mean over the
 targets carries no label; a score that is mostly the record's own level (a solution the base model already finds

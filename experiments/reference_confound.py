@@ -1,4 +1,6 @@
-"""Is a reference-gap attack's AUROC about membership, or about WHICH reference each record got? Reads a finished run.
+"""docs/results.md: none of its numbers; docs/guide/report.md's design check (reference identity vs membership).
+
+Is a reference-gap attack's AUROC about membership, or about WHICH reference each record got? Reads a finished run.
 
 With M students per domain and a keep matrix in which every record is IN for M/2 of them, the matched OUT
 reference of a record (k = 1 when M = 4) is drawn from the students that did not train on it. For a target's

@@ -1,4 +1,6 @@
-"""Do the target's fresh samples reproduce a member's privileged text? A model-free diagnostic over a finished run.
+"""docs/results.md: none of its numbers (whether fresh samples reproduce a member's privileged text).
+
+Do the target's fresh samples reproduce a member's privileged text? A model-free diagnostic over a finished run.
 
 Leaky reads membership from log-prob gaps on the target's own samples. The most direct form of the leak it looks
 for is the sample itself: a student pulled toward a teacher that saw the record's reference text may write that

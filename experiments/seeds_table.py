@@ -1,5 +1,7 @@
-"""One sweep point over several seeds: each seed's pooled AUROCs beside the published statistics over all seeds'
-targets together (issue 14: a lead on one seed is checked on another before it is called a result).
+"""docs/results.md: none of its numbers (one design's seeds side by side with the published statistics over all of them).
+
+One sweep point over several seeds: each seed's pooled AUROCs beside the published statistics over all seeds'
+targets together (a lead on one seed is checked on another before it is called a result).
 
 Reads only the metrics.csv each run wrote (results/ keeps them after the run directories are gone):
 

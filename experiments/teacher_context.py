@@ -1,4 +1,6 @@
-"""How much does a teacher use its privileged context? (issue 6)
+"""docs/results.md, What did not work: a prepared teacher copies its context (log p −0.001 with it, −0.369 without).
+
+How much does a teacher use its privileged context?
 
 For records of a finished run (candidates of each domain), and each teacher (the base model, and the run's
 prepared teacher when it exists), report per-token mean log-probs:

@@ -1,4 +1,6 @@
-"""Does OPD training work on a finished study? Reads a run directory; trains and loads nothing.
+"""docs/results.md, At 3 passes: members' canonical body only 0.026 nats/token more likely; 99% of math samples at the cap.
+
+Does OPD training work on a finished study? Reads a run directory; trains and loads nothing.
 
 For each domain:
 - the rollouts' length by epoch, and the fraction that ran to max_new_tokens without ending;

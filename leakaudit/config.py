@@ -342,7 +342,7 @@ class AuditConfig:
     """Reference students to train when `references` is empty. >= 1."""
     records_per_reference: int = 0
     """Population records each trained reference sees. >= 0; 0 = half the population (at least 1)."""
-    # ---- an API target (issue 16): `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
+    # ---- an API target: `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
     target_model: str | None = None
     """The served model's name (required when `target` is a URL, refused otherwise)."""
     api_key_env: str | None = None

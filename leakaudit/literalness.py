@@ -1,4 +1,4 @@
-"""How literal a run's teacher is, and how literal its targets became (issue 14 item 2).
+"""How literal a run's teacher is, and how literal its targets became.
 
 Two measurements, each written by the stage that has its inputs (docs/contracts.md, "Literalness"):
 

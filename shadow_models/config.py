@@ -149,7 +149,7 @@ class OPDConfig(_OptimFields):
     rollout_decoder: str = "loop"
     """How rollouts are decoded: 'loop' (leakaudit.signals.decode's loop: generate's own forwards and draw, the
     prompt's last position sent to the LM head by index) or 'generate' (transformers' generate, the path before
-    issue 13). The same tokens (tests/test_decode.py); 'loop' samples a rollout 1.33x faster on CPU
+    the speed work). The same tokens (tests/test_decode.py); 'loop' samples a rollout 1.33x faster on CPU
     (bench/results/decode.json) because generate's prefill copies the bf16 LM head once per row there."""
     micro_batch_size: int | None = None
     """Records per forward/backward of the update (gradients accumulated; each micro-batch's loss is summed over its

@@ -224,7 +224,7 @@ def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
     assert as_bool[0] <= metrics.auroc(y, s) <= as_bool[1]
 
 
-# --- paired comparison of two attacks on the same records (issue 14: "Leaky's CI above the strongest baseline's")
+# --- paired comparison of two attacks on the same records (is Leaky's CI above the strongest baseline's?)
 
 def _frame(ids, y, s):
     return pd.DataFrame({"record_id": ids, "is_member": y, "score": s})

@@ -1,4 +1,4 @@
-"""Model loading (issue 12, items 7 and 9): a hub id that does not exist fails at once without a network, pickled
+"""Model loading: a hub id that does not exist fails at once without a network, pickled
 weights are refused everywhere a model directory is loaded, and `trust_remote_code` reaches every load."""
 
 from __future__ import annotations

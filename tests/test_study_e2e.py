@@ -260,7 +260,7 @@ def test_several_null_students_are_trained_attacked_and_pooled_in_the_null_check
     assert nulls["leaky"]["n_targets"] == 2 and nulls["leaky"]["n_pos"] + nulls["leaky"]["n_neg"] == 2 * len(cand)
 
 
-# ---- resume checks and bad input (issue 12, items 3-6 and 10) --------------------------------------------------
+# ---- resume checks and bad input ----------------------------------------------------------------------------
 def _copy_run(finished_run, tmp_path):
     """A copy of the finished run under the same name (the name is part of the config)."""
     import shutil
