@@ -40,13 +40,10 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 OPTIONS = ("generate", "generate_static", "loop", "loop_static", "generate_seeded", "loop_seeded", "prefill_generate",
            "prefill_loop")

@@ -56,8 +56,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `python bench/gpu_check.py` from anywhere, without an installed leakaudit
-    sys.path.insert(0, str(REPO))
 CONFIGS = REPO / "bench" / "configs"
 TOKENIZER_DIR = CONFIGS / "smollm2_tokenizer"
 QWEN_CONFIG = CONFIGS / "qwen2.5-0.5b.json"
@@ -287,8 +285,7 @@ def peak_flops(work: Path, device: str) -> float | None:
         f = Path(work) / "peak.json"
         return json.loads(f.read_text())["bfloat16"] * 1e12 if f.is_file() else None
     try:
-        sys.path.insert(0, str(REPO / "bench"))
-        from bench_peak import peak
+        from bench_peak import peak  # a sibling: bench/ is on the path of a script run from it
 
         return peak("bfloat16", measure_if_missing=False)
     except Exception:  # noqa: BLE001 - no recorded peak for this CPU / thread count

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# bench/'s scripts import their siblings by name (benchlib, bench_peak, the API test server), as they can when run
+# as `python bench/NAME.py`; the tests that load them, or use the test server, need bench/ on the path as well.
+if str(REPO / "bench") not in sys.path:
+    sys.path.append(str(REPO / "bench"))
 
 
 def _script(path: Path) -> ModuleType:

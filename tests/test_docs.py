@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from leakaudit import config_reference
 from leakaudit.config import StudyConfig
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
 
 
 def test_the_committed_config_reference_is_what_the_dataclasses_generate():
@@ -43,3 +45,11 @@ def test_field_docs_reads_the_string_under_each_field_and_inherits_bases():
         on two lines."""
 
     assert config_reference.field_docs(Child) == {"a": "A's text.", "c": "C's text,\non two lines."}
+
+
+def test_every_relative_link_and_image_of_the_readme_exists():
+    """The README is read on its own (not built by mkdocs --strict): its links into docs/ must not dangle."""
+    text = (REPO / "README.md").read_text()
+    targets = [t for t in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) if "://" not in t]
+    assert "docs/results.md" in targets and "docs/img/report.png" in targets
+    assert [t for t in targets if not (REPO / t).exists()] == []

@@ -4,7 +4,7 @@ Used by the tests (and bench/bench_api.py) as a real HTTP server on 127.0.0.1. s
 purpose: it needs no new dependency and no event loop, and one lock around the model is all the concurrency a
 test needs. Not a production server.
 
-    python tests/api_server.py --model DIR --name tiny [--port 0] [fault options]
+    python bench/api_server.py --model DIR --name tiny [--port 0] [fault options]
 prints `PORT <n>` on stdout once it listens.
 
 Schema (vllm/entrypoints/openai/protocol.py, CompletionResponse / CompletionResponseChoice /
@@ -251,7 +251,7 @@ if __name__ == "__main__":
 
 # ---- for tests and benches: run the server in a subprocess ------------------------------------------------------
 class ServerProcess:
-    """`python tests/api_server.py ...` in a subprocess on a free port; `url` is its /v1 base. Pinned to the CPUs
+    """`python bench/api_server.py ...` in a subprocess on a free port; `url` is its /v1 base. Pinned to the CPUs
     this process may use (taskset is inherited)."""
 
     def __init__(self, model_dir: str, *flags: str, name: str = "tiny", env: dict[str, str] | None = None,
