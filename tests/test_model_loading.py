@@ -291,3 +291,18 @@ def test_trust_remote_code_reaches_a_lora_student_load(recorded_loads, tmp_path,
     load_model(str(out), trust_remote_code=True)
     assert _flags(recorded_loads, "peft") == [True]
     assert set(_flags(recorded_loads, "model")) <= {True}
+
+
+def test_a_model_load_prints_no_transformers_progress_bar_and_restores_its_settings(tiny_model_dir, capfd):
+    """A study loads a model per job: transformers' own "Loading weights" bar and messages stay out of its log."""
+    from transformers.utils import logging as hf_logging
+
+    from leakaudit.models import load_model
+
+    hf_logging.enable_progress_bar()
+    before = hf_logging.get_verbosity()
+    capfd.readouterr()
+    load_model(str(tiny_model_dir))
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "it/s" not in err
+    assert hf_logging.is_progress_bar_enabled() and hf_logging.get_verbosity() == before
