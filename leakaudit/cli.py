@@ -232,14 +232,20 @@ def run_study(
     force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
     domain: List[str] = typer.Option([], help="Run only this domain of the study (a shard, in run directory "
                                               "<name>-<domain>; `leakaudit pool` joins shards). Repeatable."),
+    out: Optional[Path] = typer.Option(None, help="Run directory (default: <out_root>/<name> of the config, "
+                                                  "runs/default for the default preset); a shard's is OUT-<domain>."),
 ) -> None:
     """Run a whole study; completed stages are skipped, so re-running resumes after a crash."""
+    import dataclasses
     import time
 
     from leakaudit.config import load_config, restrict_domains
     from leakaudit.study import Study
 
-    cfg = restrict_domains(load_config(config, preset=preset, overrides=set_), domain)
+    cfg = load_config(config, preset=preset, overrides=set_)
+    if out is not None:  # the run directory given as a path, as `audit --out`: its parent and its name
+        cfg = dataclasses.replace(cfg, out_root=str(out.parent), name=out.name)
+    cfg = restrict_domains(cfg, domain)
     start = time.time()
     root = Study(cfg, force=force, log=lambda m: typer.echo(m, err=True)).run_all()
     _print_headline(root)
