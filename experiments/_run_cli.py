@@ -1,4 +1,4 @@
-"""The command line shared by the experiments scripts that analyse finished runs: RUN_DIR... [--n-boot N] [--json OUT]."""
+"""The command line shared by experiments/ scripts that analyse finished runs: RUN_DIR... [--n-boot N] [--json OUT]."""
 
 from __future__ import annotations
 

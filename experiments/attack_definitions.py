@@ -1,4 +1,4 @@
-"""docs/results.md: none of its numbers (a check that the zlib and RMIA definitions in use changed only what they meant to).
+"""docs/results.md: none of its numbers (checks that fixing the zlib and RMIA definitions changed only those).
 
 zlib and RMIA before and after their definitions were fixed, on one finished run's stored signals (nothing is retrained).
 

@@ -1,4 +1,4 @@
-"""docs/results.md: none of its numbers; docs/guide/report.md's no-signal value of the blind text baseline (≈0.38 at 16 records).
+"""docs/results.md: none; docs/guide/report.md's no-signal value of the blind text baseline (≈0.38 at 16 records).
 
 What AUROC does the cross-validated `blind_text` baseline give when labels carry NO information? Reads a run.
 

@@ -1,4 +1,4 @@
-"""docs/results.md, What did not work: a self-distillation teacher leaves nothing record-specific (teacher KL, members vs non-members).
+"""docs/results.md, What did not work: a self-distillation teacher leaves nothing record-specific (teacher KL).
 
 Teacher KL on members vs non-members of the same trained student. Reads a finished run.
 

@@ -1,4 +1,4 @@
-"""docs/results.md: none of its numbers (Leaky with the same references for every record, the idea behind offline references).
+"""docs/results.md: none of its numbers (Leaky with the same references for every record: offline references' idea).
 
 Would Leaky see membership if every record of a target were compared with the SAME references? Reads finished runs.
 

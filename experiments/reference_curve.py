@@ -1,4 +1,4 @@
-"""docs/results.md, More references per record: Leaky 0.663, 0.708, 0.725 with 1, 2, 3 matched references (math, 8 passes).
+"""docs/results.md, More references per record: Leaky 0.663, 0.708, 0.725 with 1, 2, 3 references (math, 8 passes).
 
 How every reference-based attack grows with the number of matched references per record, on a finished run's
 stored signals (one matched reference per record cannot give Leaky its max over references; does

@@ -1,4 +1,4 @@
-"""docs/results.md: none of its numbers (one design's seeds side by side with the published statistics over all of them).
+"""docs/results.md: none of its numbers (one design's seeds side by side, with the published statistics over all).
 
 One sweep point over several seeds: each seed's pooled AUROCs beside the published statistics over all seeds'
 targets together (a lead on one seed is checked on another before it is called a result).

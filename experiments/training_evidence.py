@@ -1,4 +1,4 @@
-"""docs/results.md, At 3 passes: members' canonical body only 0.026 nats/token more likely; 99% of math samples at the cap.
+"""docs/results.md, At 3 passes: members' body only 0.026 nats/token more likely; 99% of math samples at the cap.
 
 Does OPD training work on a finished study? Reads a run directory; trains and loads nothing.
 

@@ -407,8 +407,9 @@ class ExecutionConfig:
     """local: jobs run at once. 1 = one after another in this process, at every core's threads. n > 1 = each job in
     a fresh process of its own (spawned, so its memory goes back to the OS when it ends), n at a time, each at
     usable cores // n torch threads: on 2 cores two 1-thread jobs do more work per hour than one 2-thread job
-    (students 1.12x AMD EPYC, 1.28x AMX VM; signals 1.2x; bench/results/students_parallel*.json,
-    signals_parallel.json), at twice the memory (a student peaks at ~7-8 GB). A job whose process dies is reported by its id, the others go on."""
+    (students 1.12x on an AMD EPYC, 1.28x on an Intel Xeon with AMX; signals 1.2x;
+    bench/results/students_parallel*.json, signals_parallel.json), at twice the memory (a student peaks at ~7-8 GB).
+    A job whose process dies is reported by its id, the others go on."""
     address: str | None = None
     """ray: the cluster to join (ray.init(address=...)): 'auto' = the cluster `ray start` set up on this node,
     'ray://host:10001' = a remote head; null = start a Ray instance on this machine for the run."""
@@ -428,10 +429,10 @@ class ExecutionConfig:
     allocator: str = "reuse"
     """How the driver and every job's process treat freed heap memory (leakaudit.memory.set_allocator_policy; both
     backends). 'reuse' = freed blocks stay in the process for the next step (glibc mmap threshold 2 GB, no automatic
-    trim), given back at each stage's end: on the AMX VM an OPD step after the first then faults ~0.1 M pages instead
-    of ~1.0 M and takes 26 s instead of 44 (from the third step on 20 s), at the same peak (bench/results/
-    allocator.json). 'system' = glibc's defaults (each block over 32 MB mapped and unmapped per use). Results do
-    not depend on it."""
+    trim), given back at each stage's end: on a 2-core Intel Xeon with AMX an OPD step after the first then faults
+    ~0.1 M pages instead of ~1.0 M and takes 26 s instead of 44 (from the third step on 20 s), at the same peak
+    (bench/results/allocator.json). 'system' = glibc's defaults (each block over 32 MB mapped and unmapped per use).
+    Results do not depend on it."""
 
     def __post_init__(self) -> None:
         if self.backend not in EXECUTION_BACKENDS:
