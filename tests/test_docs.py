@@ -53,3 +53,19 @@ def test_every_relative_link_and_image_of_the_readme_exists():
     targets = [t for t in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) if "://" not in t]
     assert "docs/results.md" in targets and "docs/img/report.png" in targets
     assert [t for t in targets if not (REPO / t).exists()] == []
+
+
+def test_results_index_lists_every_kept_run_and_names_only_tables_that_exist():
+    """results/index.md: one row per folder of results/, each naming the delimited tables it feeds
+    (`<!-- table:NAME -->` blocks of docs/results.md and the README), and every such table fed by some run."""
+    rows = [line.split("|") for line in (REPO / "results" / "index.md").read_text().splitlines()
+            if line.startswith("| `")]
+    runs = {cells[1].strip().strip("`"): {t.strip() for t in cells[5].split(",") if t.strip()} for cells in rows}
+    assert set(runs) == {p.name for p in (REPO / "results").iterdir() if p.is_dir()}
+    for run in runs:  # what a kept run holds, and nothing regenerated from its seed
+        files = {p.name for p in (REPO / "results" / run).iterdir()}
+        assert files <= {"study.yaml", "scores.parquet", "metrics.json", "metrics.csv", "pool.json"}, run
+    text = (DOCS / "results.md").read_text() + (REPO / "README.md").read_text()
+    blocks = re.findall(r"<!-- table:([a-z-]+) -->", text)
+    assert len(blocks) == len(set(blocks)) and all(f"<!-- /table:{b} -->" in text for b in blocks)
+    assert set().union(*runs.values()) == set(blocks)
