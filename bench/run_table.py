@@ -56,9 +56,10 @@ def pooled_rows(m: pd.DataFrame, domain: str | None) -> tuple[str, pd.DataFrame,
 
 def column(root: Path, domain: str | None = None) -> dict[str, str]:
     """Row label -> cell for one run (`domain`: pooled_rows's choice)."""
-    m = pd.read_csv(root / "metrics.csv")
-    m["null_check"] = m.null_check.astype(bool)
     mj = _read(root / "metrics.json") or {}
+    # a kept result holds metrics.json only: its `results` are metrics.csv's rows
+    m = pd.read_csv(root / "metrics.csv") if (root / "metrics.csv").is_file() else pd.DataFrame(mj.get("results") or [])
+    m["null_check"] = m.null_check.astype(bool)
     domain, level, several = pooled_rows(m, domain)
     mean = m[(m.level == "target_mean") & (m.domain == (domain if domain != "all" else "*"))]
     if mean.empty and not several:  # one domain: its target_mean rows carry the domain's name

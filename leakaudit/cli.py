@@ -275,14 +275,20 @@ def run_study(
                                                           "wall time here and on --gpu."),
     gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on (H100, H200, A100-80GB, L40S, "
                                          "A10G, RTX4090)."),
+    out: Optional[Path] = typer.Option(None, help="Run directory (default: <out_root>/<name> of the config, "
+                                                  "runs/default for the default preset); a shard's is OUT-<domain>."),
 ) -> None:
     """Run a whole study; completed stages are skipped, so re-running resumes after a crash."""
+    import dataclasses
     import time
 
     from leakaudit.config import load_config, restrict_domains
     from leakaudit.study import Study
 
-    cfg = restrict_domains(load_config(config, preset=preset, overrides=set_), domain)
+    cfg = load_config(config, preset=preset, overrides=set_)
+    if out is not None:  # the run directory given as a path, as `audit --out`: its parent and its name
+        cfg = dataclasses.replace(cfg, out_root=str(out.parent), name=out.name)
+    cfg = restrict_domains(cfg, domain)
     if dry_run:
         from leakaudit.cost import dry_run as plan_cost
 

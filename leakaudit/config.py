@@ -153,7 +153,7 @@ class PlanConfig:
     """With null_student: null students per domain (1 to n_students), each trained on its own n_candidates/2
     population records and attacked with another student's labels, so the null check pools that many draws (one
     null target of 12 + 12 candidates: AUROC sd 0.12 under no signal, and its CI excludes 0.5 in 5.5% of
-    no-signal draws; bench/null_check_calibration.py). Each costs one student's training."""
+    no-signal draws; experiments/null_check_calibration.py). Each costs one student's training."""
     n_matched_references: int = 0
     """References per record for Leaky (OUT) and LiRA-online (IN); 0 = the most every record allows,
     n_students/2 - 1, fixed so the count never depends on membership."""
@@ -161,7 +161,7 @@ class PlanConfig:
     """'lira' (random balanced halves) or 'balanced_subsets' (every IN-set of size n_students/2 equally often,
     so that which student is a record's matched reference does not depend on its label; see
     leakaudit.membership.balanced_subsets_keep_matrix). With 4 students 'lira' confounds reference identity
-    with membership (bench/reference_confound.py)."""
+    with membership (experiments/reference_confound.py)."""
 
     n_offline_references: int = 0
     """The offline design beside the keep matrix: this many reference students per domain trained on the background
@@ -272,6 +272,7 @@ class AttackSpecConfig:
     name: str
     """A registered attack (`leakaudit attacks`)."""
     params: dict[str, Any] = field(default_factory=dict)
+    """The attack's parameters (`leakaudit attacks` lists them with their defaults); unset ones take the default."""
     label: str = ""
     """Display name; defaults to the attack name (set it when one attack runs with several params)."""
 
@@ -311,6 +312,8 @@ class MetricsConfig:
     n_boot: int = 1000
     """Bootstrap resamples for AUROC confidence intervals."""
     seed: StrictInt = 0
+    """Bootstrap seed (>= 0). Fixed rather than derived from the master `seed`, so a new study seed changes the
+    experiment but not how it is measured."""
 
     def __post_init__(self) -> None:
         if self.n_boot < 0:
@@ -362,7 +365,7 @@ class AuditConfig:
     """The column holding the record id; null = 'record_id' when present, else a content hash."""
     domain: str | None = None
     """The domain of rows without a domain column; null = 'general'."""
-    # ---- an API target (issue 16): `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
+    # ---- an API target: `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
     target_model: str | None = None
     """The served model's name (required when `target` is a URL, refused otherwise)."""
     api_key_env: str | None = None
@@ -438,8 +441,9 @@ class ExecutionConfig:
     """local: jobs run at once. 1 = one after another in this process, at every core's threads. n > 1 = each job in
     a fresh process of its own (spawned, so its memory goes back to the OS when it ends), n at a time, each at
     usable cores // n torch threads: on 2 cores two 1-thread jobs do more work per hour than one 2-thread job
-    (students 1.12x AMD EPYC, 1.28x AMX VM; signals 1.2x; bench/results/students_parallel*.json,
-    signals_parallel.json), at twice the memory (a student peaks at ~7-8 GB). A job whose process dies is reported by its id, the others go on."""
+    (students 1.12x on an AMD EPYC, 1.28x on an Intel Xeon with AMX; signals 1.2x;
+    bench/results/students_parallel*.json, signals_parallel.json), at twice the memory (a student peaks at ~7-8 GB).
+    A job whose process dies is reported by its id, the others go on."""
     address: str | None = None
     """ray: the cluster to join (ray.init(address=...)): 'auto' = the cluster `ray start` set up on this node,
     'ray://host:10001' = a remote head; null = start a Ray instance on this machine for the run."""
@@ -459,10 +463,10 @@ class ExecutionConfig:
     allocator: str = "reuse"
     """How the driver and every job's process treat freed heap memory (leakaudit.memory.set_allocator_policy; both
     backends). 'reuse' = freed blocks stay in the process for the next step (glibc mmap threshold 2 GB, no automatic
-    trim), given back at each stage's end: on the AMX VM an OPD step after the first then faults ~0.1 M pages instead
-    of ~1.0 M and takes 26 s instead of 44 (from the third step on 20 s), at the same peak (bench/results/
-    allocator.json). 'system' = glibc's defaults (each block over 32 MB mapped and unmapped per use). Results do
-    not depend on it."""
+    trim), given back at each stage's end: on a 2-core Intel Xeon with AMX an OPD step after the first then faults
+    ~0.1 M pages instead of ~1.0 M and takes 26 s instead of 44 (from the third step on 20 s), at the same peak
+    (bench/results/allocator.json). 'system' = glibc's defaults (each block over 32 MB mapped and unmapped per use).
+    Results do not depend on it."""
 
     def __post_init__(self) -> None:
         if self.backend not in EXECUTION_BACKENDS:
@@ -497,11 +501,13 @@ class StudyConfig:
     name: str = "default"
     """Run directory name under out_root."""
     out_root: str = "runs"
+    """Directory the run directory `name` is made in."""
     seed: StrictInt = 0
     """Master seed: membership plan, training order, sampling (each stage derives its own from this)."""
     base_model: str = "smollm2-135m"
     """Student initialisation: 'smollm2-135m' (offline), a hub id, or a local checkpoint directory."""
     trust_remote_code: StrictBool = False
+    """Let transformers run code shipped with a hub model. Off: only architectures transformers itself knows."""
     data: Checked[DataConfig] = field(default_factory=_default_data)
     plan: Checked[PlanConfig] = field(default_factory=PlanConfig)
     teacher: Checked[TeacherConfig] = field(default_factory=TeacherConfig)

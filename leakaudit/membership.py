@@ -369,7 +369,7 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
     """Bool matrix [n_models, n_records] in which every record is IN for exactly n_models/2 models and the
     IN-sets are spread as evenly as possible over all C(M, M/2) subsets, taken in complementary pairs (S, not S).
 
-    Why (bench/reference_confound.py): with few students a record's matched OUT reference is nearly forced for a
+    Why (experiments/reference_confound.py): with few students a record's matched OUT reference is nearly forced for a
     target's non-members (M = 4: exactly one other student is OUT), so under ``keep_matrix`` (LiRA's random
     halves) which student serves as reference is correlated with the label: in the default study 6 of a target's
     8 non-members shared one reference, and per-student offsets then separated the null target's labels (AUROC
@@ -419,7 +419,7 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     k-th trains on the k-th slice of n_candidates/2 population records (disjoint slices) and is attacked with the
     labels of student k (`MembershipPlan.views`), so the null check pools k independent draws of labels instead of
     one (one null target of 12 + 12 candidates has an AUROC sd of 0.12 under no signal;
-    bench/null_check_calibration.py).
+    experiments/null_check_calibration.py).
     keep_design: 'lira' (``keep_matrix``) or 'balanced_subsets' (``balanced_subsets_keep_matrix``).
     background: per domain, record ids (not in its pool) that every student and the null student of the domain
     also train on: the same set for all of them, so what it does to a model is shared by a target and its

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,23 @@ class LoadOptions:
     trust_remote_code: bool = False
 
 
+@contextmanager
+def quiet_transformers():
+    """transformers' own progress bars ("Loading weights") and info/warning messages off while a model loads, so a
+    study's log shows its stages' progress, not one bar per model load; the previous settings are restored after."""
+    from transformers.utils import logging as hf_logging
+
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def load_tokenizer(ref: str, *, trust_remote_code: bool = False) -> Any:
     from transformers import AutoTokenizer
 
@@ -246,12 +264,14 @@ def load_model(ref: str, options: LoadOptions = LoadOptions(), *, trust_remote_c
     if adapter_cfg.is_file():
         from peft import AutoPeftModelForCausalLM
 
-        model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
-                                                         trust_remote_code=trust)
+        with quiet_transformers():
+            model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
+                                                             trust_remote_code=trust)
         model = model.merge_and_unload()
     else:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
-                                                     trust_remote_code=trust)
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
+                                                         trust_remote_code=trust)
     model.to(options.device)
     model.eval()
     return model

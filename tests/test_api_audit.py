@@ -1,5 +1,5 @@
 """Issue 16: a student reachable only over an OpenAI-compatible log-prob API, against a real HTTP server on
-127.0.0.1 (tests/api_server.py: the tiny model behind vLLM's response schema, leakaudit's seeded sampler).
+127.0.0.1 (bench/api_server.py: the tiny model behind vLLM's response schema, leakaudit's seeded sampler).
 
 Tolerance: per-token log-probs over HTTP equal the local backend's within 1e-5 nats (fp32; both sides run
 HFBackend.score, but in batches of other shapes, and JSON carries the float32 values exactly enough). The tiny

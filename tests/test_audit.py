@@ -1,5 +1,5 @@
 """`leakaudit audit` is a study with the target given: it resumes, and it never reuses work done for another
-target, other candidates or a target changed in place (issue 12, item 1); its records are checked before anything
+target, other candidates or a target changed in place; its records are checked before anything
 is written (items 3, 5, 6). Issue 14: its references are trained with the target's recipe (--teacher, --config,
 --preset, --set), which audit.json records with where each part came from and the CLI prints; it runs the offline
 forms of RMIA and LiRA instead of skipping them."""
@@ -171,9 +171,9 @@ def test_bad_audit_records_exit_2_naming_line_and_write_nothing(case, audit_inpu
     assert not out.exists()
 
 
-# ---- offline forms of the attacks that need IN references (issue 14) ---------------------------------------------
+# ---- offline forms of the attacks that need IN references ----------------------------------------------------------
 def test_audit_runs_the_offline_forms_and_reports_their_rows(finished_audit):
-    """Before issue 14 an audit skipped RMIA (and LiRA online) for want of IN references; it now runs RMIA's
+    """An audit used to skip RMIA (and LiRA online) for want of IN references; it now runs RMIA's
     offline form (a = 0.3) and LiRA offline, and the metrics have a row for each."""
     import pandas as pd
 
@@ -213,7 +213,7 @@ def test_offline_attacks_replace_each_online_form_in_place():
                    "rmia_a01": ("rmia", {"offline": True, "a": 0.1, "gamma": 1.0}), "loss": ("loss", {})}
 
 
-# ---- the references' recipe (issue 14) ---------------------------------------------------------------------------
+# ---- the references' recipe ----------------------------------------------------------------------------------------
 def _request(**kw):
     from leakaudit.audit import AuditRequest
 
@@ -230,7 +230,7 @@ def test_recipe_comes_from_teacher_preset_config_and_set_and_says_where(tmp_path
     src = recipe_sources(req)
     assert src["teacher"].startswith("audit default") and src["epochs"] == "--set training.epochs"
     assert src["loss"] == "preset default"
-    # --preset: the preset's teacher too (before issue 14 an audit self-distilled whatever the preset said)
+    # --preset: the preset's teacher too (an audit used to self-distil whatever the preset said)
     req = _request(preset="default")
     assert audit_config(req).teacher.kind == "prepared" and recipe_sources(req)["teacher"] == "preset default"
     # --config: its training and teacher sections; --teacher over it; --set over both

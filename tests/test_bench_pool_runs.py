@@ -12,7 +12,7 @@ from sklearn.metrics import roc_auc_score
 
 from conftest import bench_script
 
-KEPT = Path(__file__).resolve().parents[1] / "bench" / "results" / "default_runs"
+KEPT = Path(__file__).resolve().parents[1] / "results"  # the reported runs' study.yaml, scores.parquet, metrics.json
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_targets_of_two_runs_stay_apart_and_a_shared_record_is_one_cluster(pool,
 
 
 def test_one_kept_run_reproduces_its_report(pool):
-    run = KEPT / "ME8off8-2_regime_math_prepared_e8_offline8_seed2"
+    run = KEPT / "regime_math_prepared_e8_offline8_seed2"
     n_boot, seed = pool.bootstrap_settings(run)
     t = pool.pooled_tables(pool.pooled_scores([run]), n_boot=n_boot, seed=seed)
     report = json.loads((run / "metrics.json").read_text())
@@ -73,8 +73,8 @@ def test_one_kept_run_reproduces_its_report(pool):
 
 
 def test_baselines_chosen_on_a_development_run_are_read_as_chosen(pool):
-    dev = KEPT / "ME8off8-2_regime_math_prepared_e8_offline8_seed2"
-    test = KEPT / "ME8off8-3_regime_math_prepared_e8_offline8_seed3"
+    dev = KEPT / "regime_math_prepared_e8_offline8_seed2"
+    test = KEPT / "regime_math_prepared_e8_offline8_seed3"
     chosen = pool.dev_choices(pool.pooled_scores([dev]), n_boot=0, seed=0)
     assert chosen["best OUT-only baseline"] == "fresh_gap_mean@offline" and chosen["best online attack (IN+OUT)"] == "rmia"
     h = pool.pooled_tables(pool.pooled_scores([test]), n_boot=20, seed=0, chosen=chosen)["headline"].set_index("method")
@@ -84,7 +84,7 @@ def test_baselines_chosen_on_a_development_run_are_read_as_chosen(pool):
 
 
 def test_null_targets_are_pooled_apart_and_one_run_reproduces_its_null_check(pool, tmp_path):
-    run = KEPT / "ME8off8-3_regime_math_prepared_e8_offline8_seed3"
+    run = KEPT / "regime_math_prepared_e8_offline8_seed3"
     n_boot, seed = pool.bootstrap_settings(run)
     got = pool.pooled_null_check(pool.pooled_scores([run], null_check=True), n_boot=n_boot, seed=seed).set_index("label")
     want = {r["label"]: r for r in json.loads((run / "metrics.json").read_text())["null_check"]}

@@ -131,7 +131,7 @@ def test_cluster_bootstrap_ignores_duplicated_rows_and_is_wider_than_row_bootstr
 
 @pytest.mark.parametrize("which", ["auroc_ci", "cluster_auroc_ci"])
 def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
-    """0/1 int labels used to index the scores (s[y] took rows 0 and 1 over and over): bench/pass_curve.py's first
+    """0/1 int labels used to index the scores (s[y] took rows 0 and 1 over and over): experiments/pass_curve.py's first
     run printed AUROC 0.576 with a 'CI' of [0.125, 0.406]. Now the same CI as bool labels, and it holds the AUROC."""
     import numpy as np
 
@@ -148,7 +148,7 @@ def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
     assert as_bool[0] <= metrics.auroc(y, s) <= as_bool[1]
 
 
-# --- paired comparison of two attacks on the same records (issue 14: "Leaky's CI above the strongest baseline's")
+# --- paired comparison of two attacks on the same records (is Leaky's CI above the strongest baseline's?)
 
 def _frame(ids, y, s):
     return pd.DataFrame({"record_id": ids, "is_member": y, "score": s})

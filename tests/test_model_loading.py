@@ -1,4 +1,4 @@
-"""Model loading (issue 12, items 7 and 9): a hub id that does not exist fails at once without a network, pickled
+"""Model loading: a hub id that does not exist fails at once without a network, pickled
 weights are refused everywhere a model directory is loaded, and `trust_remote_code` reaches every load."""
 
 from __future__ import annotations
@@ -310,3 +310,16 @@ def test_a_bare_hub_id_is_a_hub_reference(offline_hub, monkeypatch, tmp_path):
     assert resolve_model_ref("gpt2") == str(snapshot)
     with pytest.raises(InputError, match="unknown model reference"):
         resolve_model_ref("not a model!")  # not a hub id, not a path
+def test_a_model_load_prints_no_transformers_progress_bar_and_restores_its_settings(tiny_model_dir, capfd):
+    """A study loads a model per job: transformers' own "Loading weights" bar and messages stay out of its log."""
+    from transformers.utils import logging as hf_logging
+
+    from leakaudit.models import load_model
+
+    hf_logging.enable_progress_bar()
+    before = hf_logging.get_verbosity()
+    capfd.readouterr()
+    load_model(str(tiny_model_dir))
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "it/s" not in err
+    assert hf_logging.is_progress_bar_enabled() and hf_logging.get_verbosity() == before

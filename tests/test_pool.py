@@ -81,8 +81,8 @@ def write_shard(root: Path, domain: str, *, preset: str = "cpu-full", overrides=
             f.write(json.dumps({"record_id": f"{domain}-r{i:03d}", "domain": domain, "prompt": f"Q{i} ({domain})?",
                                 "privileged": f"solution {i}", "answer": str(i), "source": "fake",
                                 "meta": {}}) + "\n")
-    # a real card (run MO0's, medical), relabelled to this shard's domain
-    card = (REPO / "bench/results/default_runs/MO0_regime_medical_prepared_offline4_seed0/realism.json").read_text()
+    # a real card (the medical study's with offline references, seed 0), relabelled to this shard's domain
+    card = (REPO / "tests/fixtures/realism_medical.json").read_text()
     write_text(rd.realism, card.replace('"medical', f'"{domain}'))
     write_json(rd.env, {"cpu": f"machine of {domain}"})
     write_json(rd.teacher_literalness, {"teacher": "prepared", "teacher_model": "models/_teacher",
@@ -285,7 +285,6 @@ def test_pool_refuses_a_shard_or_pooled_directory_another_process_holds(tmp_path
 def test_run_table_says_when_tpr_at_1pct_is_not_resolvable():
     """1% of 96 negatives is under one false positive: the run table says so instead of printing the TPR at FPR 0."""
     run_table = bench_script("run_table")
-    kept = Path(__file__).resolve().parents[1] / "bench" / "results" / "default_runs"
     key = "TPR@1% FPR, normalised pool: leaky@offline / fresh_loss / LOSS / RMIA (negatives)"
-    assert run_table.column(kept / "ME8off8-4_regime_math_prepared_e8_offline8_seed4")[key] == \
+    assert run_table.column(REPO / "results" / "regime_math_prepared_e8_offline8_seed4")[key] == \
         "not resolvable (96 negatives)"
