@@ -27,7 +27,7 @@ from leakaudit.assemble import run_inputs
 from leakaudit.config import load_config
 from leakaudit.data.records import read_jsonl
 from leakaudit.membership import MATCHED, MembershipPlan
-from leakaudit.metrics import auroc, headline_table, summarise
+from leakaudit.metrics import auroc, summarise
 from leakaudit.rundir import RunDir
 from leakaudit.scoring import attack_rows, attack_specs
 
@@ -112,8 +112,8 @@ def curve(run: RunDir, specs, views, n_boot: int = 1000) -> tuple[pd.DataFrame, 
     for k, g in scores.groupby("k"):
         m = summarise(g.drop(columns="k"), n_boot=n_boot, seed=0)
         out.append(m[m.level == "domain"].assign(k=k)[["k", "domain", "attack", "auroc", "auroc_lo", "auroc_hi"]])
-    head = headline_table(pd.read_csv(run.root / "metrics.csv"))  # the report's own pick of the best fixed baseline
-    best_fixed = head[(head.method == "best fixed baseline") & (head.domain != "all")]
+    head = pd.DataFrame(json.loads((run.root / "metrics.json").read_text())["headline"])  # the report's own pick
+    best_fixed = head[(head.method == "best OUT-only baseline") & (head.domain != "all")]
     return pd.concat(out, ignore_index=True), best_fixed[["domain", "attack", "auroc", "auroc_lo", "auroc_hi"]]
 
 
