@@ -10,7 +10,7 @@ whose global p < 0.05 (power for real targets; the test's size for null targets)
 non-members flagged, and the smallest p-value the null sample allows (which is why nothing can be flagged with a
 null sample of 6).
 
-    python bench/verdict_power.py [bench/results/default_runs/*] [--splits 200] [--json bench/results/verdict_power.json]
+    python bench/verdict_power.py [results/*] [--splits 200] [--json bench/results/verdict_power.json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pandas as pd
 
 from leakaudit.verdict import DEFAULT_FDR, GLOBAL_ALPHA, conformal_p_values, flag, global_test, smallest_p
 
-DEFAULT_RUNS = "bench/results/default_runs"
+DEFAULT_RUNS = "results"
 PRIMARY = ("leaky@offline", "leaky")
 """The primary attack's label in a study's scores, in order of preference (offline references first)."""
 
