@@ -453,7 +453,7 @@ def _print_verdict(root: Path) -> None:
 def report(run_dir: Path = typer.Argument(..., help="A finished run directory."),
            redact: bool = typer.Option(False, help="Replace privileged texts with [redacted]."),
            n_boot: int = typer.Option(1000), seed: int = typer.Option(0),
-           n_perm: int = typer.Option(200, min=0, help="Relabellings of the blind text null (seeded by --seed).")
+           n_perm: int = typer.Option(100, min=0, help="Relabellings of the blind text null (seeded by --seed).")
            ) -> None:
     """Rebuild metrics and the HTML report from stored scores."""
     from leakaudit.errors import InputError
@@ -470,7 +470,7 @@ def report(run_dir: Path = typer.Argument(..., help="A finished run directory.")
 def pool(runs: List[Path] = typer.Argument(..., help="Finished shards of one study (run-study --domain)."),
          out: Path = typer.Option(..., help="The pooled run directory (new, or a pool of the same shards)."),
          n_boot: int = typer.Option(1000), seed: int = typer.Option(0),
-         n_perm: int = typer.Option(200, min=0, help="Relabellings of the blind text null (seeded by --seed).")
+         n_perm: int = typer.Option(100, min=0, help="Relabellings of the blind text null (seeded by --seed).")
          ) -> None:
     """Join single-domain runs of one study into one run with a pooled report (leakaudit.pool)."""
     from leakaudit.pool import pool_runs

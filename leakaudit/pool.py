@@ -197,7 +197,7 @@ def _read_optional(path: Path) -> dict | None:
     return read_json(path) if path.is_file() else None
 
 
-def pool_runs(out: Path, runs: Sequence[Path], *, n_boot: int = 1000, seed: int = 0, n_perm: int = 200) -> Path:
+def pool_runs(out: Path, runs: Sequence[Path], *, n_boot: int = 1000, seed: int = 0, n_perm: int = 100) -> Path:
     """Check the shards, write the pooled run directory `out` and its report; return report.html's path."""
     out_rd = RunDir(Path(out))
     runs = [Path(r) for r in runs]
