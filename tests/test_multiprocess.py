@@ -1,8 +1,9 @@
 """One student trained by several processes (`accelerate launch`, gloo on CPU) equals the single-process student of
-the same seed and global batch; only rank 0 writes; a rank killed with SIGKILL leaves a run that resumes.
+the same seed and global batch; only rank 0 writes; a rank killed with SIGKILL leaves a run that resumes; the
+teacher's preparation too equals its single-process run.
 
 Heavy: each launch starts two Python processes that import torch and transformers and train the tiny model (about
-30 s per launch on a shared 2-core machine, four launches)."""
+30 s per launch on a shared 2-core machine, six launches)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,18 @@ def test_record_seeding_needs_the_loop_decoder():
     with pytest.raises(ConfigError, match="rollout_seeding"):
         OPDConfig(rollout_seeding="batch")
     assert OPDConfig().rollout_seeding == "step"
+
+
+@pytest.mark.heavy
+def test_two_processes_prepare_the_teacher_one_process_prepares(tmp_path, tiny_model_dir):
+    single = _launch(tiny_model_dir, tmp_path / "single", "--teacher", processes=1)
+    assert single.returncode == 0, single.stderr[-3000:]
+    multi = _launch(tiny_model_dir, tmp_path / "multi", "--teacher", "--audit-writes", str(tmp_path / "writes"))
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    assert json.loads((tmp_path / "multi" / "meta.json").read_text())["num_processes"] == 2
+    assert _max_weight_diff(tmp_path / "single", Path(tiny_model_dir)) > 1e-6
+    assert _max_weight_diff(tmp_path / "single", tmp_path / "multi") < 1e-7
+    a, b = _ledger(tmp_path / "single"), _ledger(tmp_path / "multi")
+    assert [e["record_ids"] for e in a] == [e["record_ids"] for e in b]
+    assert [e["loss"] for e in b] == pytest.approx([e["loss"] for e in a], rel=1e-5)
+    assert json.loads((tmp_path / "writes.1.json").read_text()) == []
