@@ -373,9 +373,11 @@ def seconds_here(cost: StudyCost, rates: CostRates) -> dict[str, float]:
                 if c.flops and rates.rates.get(s) else 0.0) for s, c in cost.stages.items()}
 
 
-KERNEL_LAUNCH_S_PER_LAYER = 1e-4
-"""A decode step's floor per layer on a GPU: transformers' eager decoding launches ~10 kernels per layer, ~10 us
-each, whatever the model's size (small models are launch-bound, not bandwidth-bound)."""
+KERNEL_LAUNCH_S_PER_LAYER = 1e-3
+"""A decode step's floor per layer on a GPU, assumed: transformers' eager decoding spends about 1 ms per layer per
+token in Python and kernel launches whatever the model's size (~25 ms a token for a 24-layer 0.5B model), so small
+models are launch-bound, not bandwidth-bound. Not measured here: bench/gpu_check.py's signals part measures sampling
+tokens/s at the Qwen2.5-0.5B shape, the number to replace it with."""
 
 
 def seconds_on_gpu(cost: StudyCost, gpu: GPUClass, *, dense_utilisation: float = 0.35,
