@@ -205,7 +205,7 @@ def workload_from_study(study: Any) -> Workload:
     """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan."""
     from leakaudit.assemble import BASE_ID
 
-    plan, records = study.plan(), study.records()
+    plan = study.plan()
     trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in study.trained_models()]
     views = plan.views()
     targets = [(v.domain, len(plan.candidates[v.domain])) for v in views]
@@ -221,7 +221,6 @@ def workload_from_study(study: Any) -> Workload:
     if study.cfg.teacher.prepared and not study.is_audit:
         for r in study.teacher_sft_records()[0]:
             sft[r.domain] = sft.get(r.domain, 0) + 1
-    del records
     return Workload(trained, targets, fresh, fixed, len(plan.models) + 1, sft)
 
 

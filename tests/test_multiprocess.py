@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from safetensors.torch import load_file
 
 REPO = Path(__file__).resolve().parents[1]
