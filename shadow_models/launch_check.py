@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kill", default=None, help="RANK:STEP: that rank kills itself after that step")
     ap.add_argument("--audit-writes", type=Path, default=None)
+    ap.add_argument("--rollout-seeding", default="record", help="training.rollout_seeding ('step' is refused under "
+                                                                 "several processes)")
     ap.add_argument("--teacher", action="store_true",
                     help="prepare the teacher (the tiny preset's teacher.prep, SFT to copy the context) instead")
     a = ap.parse_args(argv)
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                                    micro_batch_size=1, max_length=256, bf16_autocast=False)
         prepare_teacher(a.base, records, a.out, prep, progress=False)
         return 0
-    config = dataclasses.replace(preset.training, seed=a.seed, rollout_seeding="record", epochs=a.epochs,
+    config = dataclasses.replace(preset.training, seed=a.seed, rollout_seeding=a.rollout_seeding, epochs=a.epochs,
                                  batch_size=a.batch_size, micro_batch_size=1, save_checkpoints=True,
                                  checkpoint_every=1)
     hook = None

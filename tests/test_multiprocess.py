@@ -3,7 +3,7 @@ the same seed and global batch; only rank 0 writes; a rank killed with SIGKILL l
 teacher's preparation too equals its single-process run.
 
 Heavy: each launch starts two Python processes that import torch and transformers and train the tiny model (about
-30 s per launch on a shared 2-core machine, six launches)."""
+30 s per launch on a shared 2-core machine, seven launches)."""
 
 from __future__ import annotations
 
@@ -143,3 +143,13 @@ def test_two_processes_prepare_the_teacher_one_process_prepares(tmp_path, tiny_m
     assert [e["record_ids"] for e in a] == [e["record_ids"] for e in b]
     assert [e["loss"] for e in b] == pytest.approx([e["loss"] for e in a], rel=1e-5)
     assert json.loads((tmp_path / "writes.1.json").read_text()) == []
+
+
+@pytest.mark.heavy
+def test_per_process_rollout_streams_are_refused_under_two_processes(tmp_path, tiny_model_dir):
+    """rollout_seeding 'step' would make the student depend on the number of processes: refused before any step,
+    naming the key, nothing written."""
+    res = _launch(tiny_model_dir, tmp_path / "out", "--rollout-seeding", "step")
+    assert res.returncode != 0
+    assert "training.rollout_seeding='step' under 2 processes" in res.stderr
+    assert list(tmp_path.iterdir()) == []
