@@ -1,9 +1,9 @@
 """One student trained by several processes (`accelerate launch`, gloo on CPU) equals the single-process student of
 the same seed and global batch; only rank 0 writes; a rank killed with SIGKILL leaves a run that resumes; the
-teacher's preparation too equals its single-process run.
+teacher's preparation too equals its single-process run; `leakaudit train --model-id` runs under the launcher.
 
 Heavy: each launch starts two Python processes that import torch and transformers and train the tiny model (about
-30 s per launch on a shared 2-core machine, seven launches)."""
+30-60 s per launch on a shared 2-core machine, eight launches: about 4 minutes)."""
 
 from __future__ import annotations
 
@@ -153,3 +153,31 @@ def test_per_process_rollout_streams_are_refused_under_two_processes(tmp_path, t
     assert res.returncode != 0
     assert "training.rollout_seeding='step' under 2 processes" in res.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.heavy
+def test_leakaudit_train_under_two_processes_prepares_the_teacher_and_trains(tmp_path, tiny_model_dir):
+    """`leakaudit train --model-id` under the launcher: both processes prepare the run's teacher together (no lock
+    between them: the first would wait for the second inside the all-reduce), rank 0 measures it, then the student
+    is trained by both."""
+    from leakaudit.config import load_config
+    from leakaudit.study import Study
+
+    cfg = load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={tmp_path}", "name=r",
+                                                "teacher.kind=prepared", "teacher.prep.epochs=1",
+                                                "teacher.prep.batch_size=3", "training.rollout_seeding=record"])
+    Study(cfg, progress=False, log=lambda m: None).run_all(until="plan")
+    run = tmp_path / "r"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    res = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                          "--main_process_port", str(_free_port()), "-m", "leakaudit.cli", "train", "--plan",
+                          str(run), "--model-id", "math-s0"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for model in ("_teacher", "math-s0"):
+        meta = json.loads((run / "models" / model / "meta.json").read_text())
+        assert meta["num_processes"] == 2 and (run / "models" / model / "DONE").is_file()
+    assert json.loads((run / "teacher_literalness.json").read_text())["teacher"] == "prepared"
+    assert not list(run.rglob("*.partial"))
