@@ -49,7 +49,7 @@ class BlindTextParams:
         check_range("blind_text.seed", self.seed, 0, None, integer=True)
 
 
-@register("blind_text", BlindTextParams, needs=("texts", "labels"), family="blind",
+@register("blind_text", BlindTextParams, needs=("texts", "labels"), family="blind", threat_model="check",
           description="out-of-fold P(member) of a bag-of-words logistic regression on the text alone")
 def blind_text(inputs: AttackInputs, params: BlindTextParams) -> np.ndarray:
     labels = np.asarray(inputs.labels).astype(np.int64)

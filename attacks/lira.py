@@ -80,6 +80,7 @@ def _gaussians(groups: list[np.ndarray], params: LiraParams) -> tuple[np.ndarray
 
 
 @register("lira_online", LiraParams, needs=("fixed_target", "fixed_refs", "fixed_ref_in"), family="fixed",
+          threat_model="IN+OUT",
           description="LiRA online: Gaussian log-likelihood ratio IN vs OUT of the reference text's mean log p")
 def lira_online(inputs: AttackInputs, params: LiraParams) -> np.ndarray:
     s, ins, outs = _stats(inputs, "lira_online", need_in=True)

@@ -31,6 +31,10 @@ from attacks.base import INPUT_FIELDS, AttackInputs
 from leakaudit.errors import ConfigError, InputError, LeakauditError
 
 FAMILIES = ("fresh", "fixed", "blind")
+THREAT_MODELS = ("OUT-only", "IN+OUT", "check")
+"""What an attack's adversary holds. OUT-only: references trained without the candidate, or none (what an auditor
+can have); IN+OUT: references trained ON the candidate as well (online LiRA / RMIA, a stronger adversary); check:
+reads the membership labels (the blind text baseline), not an attack."""
 
 AttackFn = Callable[[AttackInputs, Any], np.ndarray]
 
@@ -62,6 +66,13 @@ class AttackSpec:
     family: str
     """'fresh' (the target's own samples), 'fixed' (the record's reference text), 'blind' (text only)."""
     description: str
+    threat_model: str | Callable[[Any], str] = "OUT-only"
+    """One of THREAT_MODELS, or a function of the attack's parameters returning one (RMIA: online or offline)."""
+
+    def threat_model_of(self, params: Any = None) -> str:
+        """The threat model of this attack run with `params` (None: defaults)."""
+        tm = self.threat_model
+        return tm(self.make_params(params)) if callable(tm) else tm
 
     @property
     def params(self) -> list[ParamInfo]:
@@ -97,8 +108,12 @@ _REGISTRY: dict[str, AttackSpec] = {}  # populated by @register at import; the o
 
 
 def register(name: str, params_cls: type, *, needs: tuple[str, ...], family: str, description: str,
+             threat_model: str | Callable[[Any], str] = "OUT-only",
              higher_is_member: bool = True) -> Callable[[AttackFn], AttackFn]:
     """Register `fn(inputs, params) -> float64 [N]` under `name`.
+
+    threat_model: one of THREAT_MODELS, or a function of the parameters returning one; declared with the attack,
+    the one place that says which references it reads.
 
     higher_is_member must be True: an attack whose natural statistic is member-low negates it itself, so the
     sign lives next to the statistic's definition and nowhere else.
@@ -113,11 +128,13 @@ def register(name: str, params_cls: type, *, needs: tuple[str, ...], family: str
         raise ConfigError(f"attack {name!r}: needs unknown AttackInputs field(s) {bad}")
     if not dataclasses.is_dataclass(params_cls):
         raise ConfigError(f"attack {name!r}: params_cls must be a dataclass")
+    if not callable(threat_model) and threat_model not in THREAT_MODELS:
+        raise ConfigError(f"attack {name!r}: threat_model must be one of {THREAT_MODELS}, got {threat_model!r}")
 
     def deco(fn: AttackFn) -> AttackFn:
         if name in _REGISTRY:
             raise ConfigError(f"attack {name!r} is already registered")
-        _REGISTRY[name] = AttackSpec(name, fn, params_cls, tuple(needs), family, description)
+        _REGISTRY[name] = AttackSpec(name, fn, params_cls, tuple(needs), family, description, threat_model)
         return fn
 
     return deco

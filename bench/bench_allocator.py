@@ -34,8 +34,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 POLICIES = ("system", "reuse")
 
 

@@ -1,4 +1,4 @@
-"""API audit throughput (issue 16): the ApiBackend against the local test server (tests/api_server.py).
+"""API audit throughput: the ApiBackend against the local test server (bench/api_server.py).
 
 Measures
 - requests/s and sampled tokens/s of ApiBackend.sample at 1, 4 and 16 concurrent requests (a fresh journal per
@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 def _records(k: int):

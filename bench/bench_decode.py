@@ -1,4 +1,4 @@
-"""Decode cost of rollouts and of signal sampling (issue 13): CPU seconds per generated token, option by option.
+"""Decode cost of rollouts and of signal sampling: CPU seconds per generated token, option by option.
 
 Shape: the OPD rollout of a default-preset step: 8 human-eval prompts of 125-160 student-prompt tokens (the first 8
 of `load_source("humaneval", seed=0)` in that range: the default study's prompts are ~140 tokens), 48 new tokens,
@@ -40,13 +40,10 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 OPTIONS = ("generate", "generate_static", "loop", "loop_static", "generate_seeded", "loop_seeded", "prefill_generate",
            "prefill_loop")

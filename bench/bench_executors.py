@@ -1,4 +1,4 @@
-"""Benchmark: wall time of the tiny study with the local executor vs the Ray executor (issue 15: the cost of the
+"""Benchmark: wall time of the tiny study with the local executor vs the Ray executor (the cost of the
 engine on a small machine).
 
 Each run is a fresh run directory of the tiny preset on a tiny random Llama (made once), timed end to end

@@ -30,7 +30,6 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -40,8 +39,7 @@ import torch
 
 from leakaudit.memory import status_kb as _status_kb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peak import matmul_gflops  # noqa: E402
+from bench_peak import matmul_gflops  # noqa: E402 - a sibling: bench/ is on the path of a script run from it
 from bench_teacher_cache import PHASES, Timers, bench_records, breakdown, build_models  # noqa: E402
 
 SETTINGS = {

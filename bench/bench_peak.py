@@ -9,7 +9,7 @@ CPU tag; a run replaces the earlier run of the same thread count and mode, and k
 
 Other benchmarks import `peak(dtype, threads)` (FLOP/s) from here:
 
-    sys.path.insert(0, "bench"); from bench_peak import peak     # or: from bench.bench_peak import peak
+    from bench_peak import peak     # a sibling: bench/ is on the path of a script run from it
     fraction = achieved_flops_per_s / peak("bfloat16", threads=torch.get_num_threads())
 
 Run:  OMP_NUM_THREADS=1 python bench/bench_peak.py --quick --threads 1      (< 20 s)

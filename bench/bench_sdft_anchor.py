@@ -60,8 +60,6 @@ from typing import Any
 
 from leakaudit.memory import status_kb as _status_kb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_teacher_cache, when imported from a test
-
 SIDES = ("ours", "ours_plain", "trl")
 """ours: train_student at OPDConfig's defaults (today: teacher prefix cache, rollouts from a bf16 copy, fused
 AdamW); ours_plain: the same with those three levers off (the work TRL does: full teacher forward every step,

@@ -7,7 +7,7 @@ Measures
 - the machine's fp32 / bf16 matmul peak (2048^2 matmuls) and the achieved fraction (~2 * params FLOPs/token).
 Writes bench/results/signals.json and prints a table.  Run:  python bench/bench_signals.py [--threads 1]
 
-Two more modes (issue 13, signals lever), each with its own JSON:
+Two more modes (the signals speed levers), each with its own JSON:
 - --mode prefix: the default preset's signals shapes (humaneval student prompts, 4 trajectories of <= 64 tokens
   per record): sampling via model.generate vs the shared-prefill loop (HFOptions.share_prefill), and scoring of the
   trajectories per sequence vs from each prompt's KV cache (HFOptions.share_prefix), alternating in one run, with
@@ -16,7 +16,7 @@ Two more modes (issue 13, signals lever), each with its own JSON:
 - --mode bf16-body: per-token log-prob error against fp32 of autocast_bf16 on humaneval reference texts
   (score_fixed's workload). -> bench/results/signals_bf16_body.json (that file's run also measured a removed
   bf16_body option, final norm forced to fp32: identical to autocast_bf16, max diff 0.0)
-- --mode stage: the signals stage's defaults before and after issue 13, side by side in ABBA order on the
+- --mode stage: the signals stage's defaults before and after the speed levers, side by side in ABBA order on the
   prefix mode's shapes: sampling under bf16 autocast over the float32 weights (the old path, AutocastSampling
   below) vs from a bf16 copy of the weights (HFOptions.sample_bf16, the new path), and scoring the sampled
   trajectories with share_prefix off vs on (fp32); tokens/s per wall second and per CPU second (a core shared
@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+import benchlib
 
 from leakaudit.data.records import Record
 from leakaudit.io import write_json
@@ -491,7 +493,7 @@ def bf16_body_main(args) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = benchlib.parser("signals", __doc__)
     ap.add_argument("--mode", choices=["baseline", "prefix", "bf16-body", "stage"], default="baseline")
     ap.add_argument("--records", type=int, default=8, help="prefix / bf16-body modes: humaneval records")
     ap.add_argument("--prompt-tokens", type=int, default=140,
@@ -507,14 +509,13 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--naive-sample", type=int, default=8, help="prompts in the naive sampling loop (extrapolated)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch intra-op threads; 1 by default because on an oversubscribed shared CPU two "
-                         "threads make small matmuls ~50x slower (OpenMP barriers wait on descheduled threads)")
     ap.add_argument("--note", default="", help="stage mode: free text stored with the run (what else ran)")
-    ap.add_argument("--out", default=None, help="JSON path (default: bench/results/<mode's file>)")
+    # 1 thread by default: on an oversubscribed shared CPU two threads make small matmuls ~50x slower (OpenMP
+    # barriers wait on descheduled threads). --out: each mode has its own file under bench/results/.
+    ap.set_defaults(threads=1, out=None)
     args = ap.parse_args()
 
-    torch.set_num_threads(args.threads)
+    benchlib.apply_threads(args)
     if args.mode == "prefix":
         return prefix_main(args)
     if args.mode == "bf16-body":
@@ -523,7 +524,7 @@ def main() -> None:
         return stage_main(args)
     args.out = args.out or str(Path(__file__).parent / "results" / "signals.json")
     threads = torch.get_num_threads()
-    load_before = os.getloadavg()
+    load_before = benchlib.load_average()
     tok = load_tokenizer(MODEL)
     model = load_model(MODEL)
     n_params = sum(p.numel() for p in model.parameters())
@@ -594,15 +595,8 @@ def main() -> None:
         "sampling_fp32_vs_naive": sa["batched_fp32"]["tokens_per_s"] / sa["naive_fp32"]["tokens_per_s"],
         "sampling_bf16_vs_naive": sa["batched_bf16"]["tokens_per_s"] / sa["naive_fp32"]["tokens_per_s"],
     }
-    try:
-        git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        git = ""
-    results["env"] = {"model": MODEL, "params": n_params, "torch": torch.__version__, "threads": threads,
-                      "cpu": platform.processor() or platform.machine(), "loadavg_before": load_before,
-                      "loadavg_after": os.getloadavg(), "git": git, "prompts": args.prompts,
-                      "new_tokens": args.new_tokens, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    write_json(args.out, results)
+    benchlib.write_result(args.out, "signals", params={**vars(args), "model": MODEL, "model_params": n_params},
+                          metrics=results, load_before=load_before)
 
     print(f"smollm2-135m, {threads} threads, load {load_before[0]:.1f}")
     print(f"{'workload':32s} {'tok/s':>9s} {'fwd tok/s':>10s} {'GFLOP/s':>8s} {'of peak':>8s}")

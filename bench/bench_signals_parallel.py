@@ -1,4 +1,4 @@
-"""Benchmark: the signals stage's two shapes on this machine's cores, on a finished run's real students (issue 15:
+"""Benchmark: the signals stage's two shapes on this machine's cores, on a finished run's real students (
 local vs Ray at the default study's scale, where a whole local-and-Ray pair of default studies costs hours).
 
 bench/bench_students_parallel.py measures the students stage this way; this is its signals-stage twin. The signals

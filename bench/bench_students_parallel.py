@@ -1,4 +1,4 @@
-"""Benchmark: the students stage's two shapes on this machine's cores (issue 15: local vs Ray at the default study's
+"""Benchmark: the students stage's two shapes on this machine's cores (local vs Ray at the default study's
 scale, where a whole local-and-Ray pair of default studies costs hours).
 
 The local executor trains one student at a time with every core (one process, torch threads = cores); the Ray

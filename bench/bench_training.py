@@ -2,8 +2,8 @@
 
 Grid: fp32 vs bf16 autocast x full fine-tuning vs LoRA (r=16); each trains batch x new-tokens steps on synthetic math
 records through the real train_student (sampling + teacher scoring + update, self-distillation), discarding the
-first `--warmup` steps. Prints a table and writes bench/results/training.json (with load average and thread
-count, since the machine may be shared).
+first `--warmup` steps. Prints a table and writes bench/results/training.json (bench/benchlib.py's schema: the
+machine record includes the load average, since the machine may be shared).
 
     python bench/bench_training.py                      # smollm2-135m, batch 8 x 64 new tokens, 1 warm-up + 2 steps
     python bench/bench_training.py --model /path/to/tiny --steps 1
@@ -11,16 +11,15 @@ count, since the machine may be shared).
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+
+import benchlib
 
 GRID = [("fp32", False, 0), ("bf16", True, 0), ("fp32", False, 16), ("bf16", True, 16)]
 
@@ -52,23 +51,22 @@ def main() -> None:
     import torch
 
     from shadow_models import OPDConfig
-    from leakaudit.envinfo import library_versions
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("training", __doc__)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--steps", type=int, default=2, help="measured steps per setting")
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "training.json"))
     args = ap.parse_args()
+    benchlib.apply_threads(args)
 
     n_steps = args.warmup + args.steps
     records = synthetic_records(args.batch * n_steps)
     base = OPDConfig(batch_size=args.batch, epochs=1, max_new_tokens=args.new_tokens, learning_rate=1e-5,
                      loss="sampled_rkl", seed=0)
     rows = []
-    load_before = os.getloadavg()
+    load_before = benchlib.load_average()
     with tempfile.TemporaryDirectory(prefix="bench_training_") as tmp:
         for precision, bf16, rank in GRID:
             cfg = replace(base, bf16_autocast=bf16, lora_rank=rank, lora_alpha=2 * max(rank, 1))
@@ -77,26 +75,15 @@ def main() -> None:
             rows.append(row)
             print(f"{precision:5s} {row['mode']:10s} {res['sec_per_step']:7.2f} s/step "
                   f"{res['tokens_per_s']:7.1f} tok/s", flush=True)
-    load_after = os.getloadavg()
 
     header = f"{'precision':9s} | {'mode':10s} | {'s/step':>7s} | {'completion tok/s':>16s}"
     print("\n" + header + "\n" + "-" * len(header))
     for r in rows:
         print(f"{r['precision']:9s} | {r['mode']:10s} | {r['sec_per_step']:7.2f} | {r['tokens_per_s']:16.1f}")
-    result = {
-        "model": args.model, "batch": args.batch, "max_new_tokens": args.new_tokens, "warmup_steps": args.warmup,
-        "measured_steps": args.steps, "loss": base.loss, "rows": rows,
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
-                    "loadavg_before": load_before, "loadavg_after": load_after,
-                    "note": ("CPU may be shared with other jobs: compare loadavg with cpu_count; a concurrent "
-                             "multi-threaded torch job made steps 5-10x slower in one run (OpenMP oversubscription)")},
-        "versions": library_versions(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {out}")
+    benchlib.write_result(args.out, "training", params=vars(args),
+                          metrics={"loss": base.loss, "torch_threads": torch.get_num_threads(), "rows": rows},
+                          load_before=load_before)
+    print(f"\nwrote {args.out}")
 
 
 if __name__ == "__main__":

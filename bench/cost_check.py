@@ -1,27 +1,29 @@
 """How close `leakaudit run-study --dry-run`'s wall-time estimate comes to stored runs' stage times.
 
-Calibrates the per-stage FLOP rates of this machine class on one stored run (leakaudit.cost: its stage times over its
-FLOPs, token lengths measured on its own records.jsonl), stores them in leakaudit/cost_rates.json (what the dry
-run reads, one entry per machine class), then predicts other stored runs of the same machine class from their study.yaml and records alone and
-writes predicted vs measured seconds per stage to bench/results/cost_check.json. Trains and scores nothing.
+Calibrates the per-stage FLOP rates of a machine class on stored runs (leakaudit.cost: their stage times over their
+FLOPs, token lengths measured on their records, regenerated from each run's study.yaml and seed as the dry run does),
+stores them in leakaudit/cost_rates.json (what the dry run reads, one entry per machine class), then predicts other
+stored runs of the same machine class from their study.yaml alone and writes predicted vs measured seconds per stage
+to bench/results/cost_check.json. Trains and scores nothing. A stored run is a folder of results/ (its study.yaml,
+its metrics.json for the machine it ran on, its stage_times.log).
 
     python bench/cost_check.py [--calibrate RUN RUN] [--check RUN ...]
-    python bench/cost_check.py --calibrate ME8off8-5_regime_math_prepared_e8_offline8_seed5 \
-        MO0_regime_medical_prepared_offline4_seed0 --check      # the AMD AVX512-BF16 class: no run left to check
+    python bench/cost_check.py --calibrate regime_math_prepared_e8_offline8_seed5 \
+        regime_medical_prepared_offline4_seed0 --check      # the AMD AVX512-BF16 class: no run left to check
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-RUNS = REPO / "bench" / "results" / "default_runs"
+RUNS = REPO / "results"
 STAGE_LINE = re.compile(r"^\[(\w+)\] done in ([0-9.]+) s")
 
 
@@ -35,16 +37,19 @@ def stage_times(run: Path) -> dict[str, float]:
 
 
 def run_cost(run: Path):
-    """(StudyCost, machine tag) of a stored run, lengths measured on its records with its base model's tokenizer."""
+    """(StudyCost, machine tag) of a stored run: lengths measured on its records (regenerated from its study.yaml and
+    seed, as the dry run does; nothing is written) with its base model's tokenizer; the machine from its metrics.json's
+    environment record."""
     from leakaudit.config import load_config
     from leakaudit.cost import measured_lengths, model_shape, study_cost
-    from leakaudit.data.records import read_jsonl
-    from leakaudit.models import load_tokenizer
+    from leakaudit.study import Study
 
-    cfg = load_config(run / "study.yaml")
-    tok = load_tokenizer(cfg.base_model)
-    lengths = measured_lengths(read_jsonl(run / "records.jsonl"), tok, cfg.training.teacher_template)
-    machine = json.loads((run / "env.json").read_text())["cpu"]["tag"]
+    with tempfile.TemporaryDirectory(prefix="cost_check_") as tmp:  # a run directory that does not exist
+        cfg = dataclasses.replace(load_config(run / "study.yaml"), out_root=tmp)
+        study = Study(cfg, log=lambda message: None)
+        study.prepare(start_executor=False)
+        lengths = measured_lengths(list(study.records().values()), study.tokenizer, cfg.training.teacher_template)
+    machine = json.loads((run / "metrics.json").read_text())["env"]["cpu"]["tag"]
     return study_cost(cfg, model_shape(cfg.base_model), lengths), machine
 
 
@@ -81,11 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     from leakaudit.cost import read_rates, seconds_here, write_rates
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calibrate", nargs="+", default=["ME8-2_regime_math_prepared_e8_seed2",
-                                                       "CFM1_cpu-full-math_seed1"],
+    ap.add_argument("--calibrate", nargs="+", default=["regime_math_prepared_e8_seed2", "cpu-full-math_seed1"],
                     help="runs whose stage times fit the rates (two with different job counts fit the overhead)")
-    ap.add_argument("--check", nargs="*", default=["CFM0_cpu-full-math_seed0", "ME8_regime_math_prepared_e8_seed1",
-                                                   "E8-2_regime_code_prepared_e8_seed2", "CF0_cpu-full-code_seed0"],
+    ap.add_argument("--check", nargs="*", default=["cpu-full-math_seed0", "regime_math_prepared_e8_seed1",
+                                                   "regime_code_prepared_e8_seed2", "cpu-full-code_seed0"],
                     help="runs made from scratch (no students or teacher reused from another run)")
     ap.add_argument("--rates-out", type=Path, default=None, help="default: leakaudit/cost_rates.json")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "cost_check.json")
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(machines) != 1:
         raise SystemExit(f"calibration runs come from several machine classes: {sorted(machines)}")
     fitted = fit_rates([c for c, _ in cal], [stage_times(RUNS / name) for name in a.calibrate],
-                       machine=machines.pop(), source="stage times of bench/results/default_runs/"
+                       machine=machines.pop(), source="stage times of results/"
                        + " and ".join(a.calibrate) + " (Ray, 2 one-CPU workers on 2 cores)")
     doc = fitted.to_dict()
     write_rates(fitted, a.rates_out)

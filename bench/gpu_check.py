@@ -1,4 +1,4 @@
-"""The prepared GPU check (issue 13): one run, within a time budget, on one GPU with no network.
+"""The prepared GPU check: one run, within a time budget, on one GPU with no network.
 
 Parts, in priority order; each runs in its own subprocess with its own timeout (min(part limit, budget left)),
 reports its own failure and the next part runs anyway; what a part measured before it failed or timed out is
@@ -27,7 +27,7 @@ kept (a part saves its record after every measurement):
   study_tiny   `leakaudit run-study --preset tiny` on the tiny model, bf16 on a GPU: wall time per stage from the
                `[stage] done in X s` lines
   study_qwen   the same study on the qwen-shape model
-  study_ray    the tiny study again with execution.backend=ray (issue 15): one student per GPU task
+  study_ray    the tiny study again with execution.backend=ray: one student per GPU task
                (execution.gpus_per_student=1) on a Ray instance the study starts; skipped, and said so, where ray
                is not importable (its wheel, ~70 MB, does not fit the 64 MiB carry, so bench/gpu_wheels.sh leaves
                it out: this part runs only on an image that has ray). Not in the --cpu-smoke parts.
@@ -59,8 +59,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # `python bench/gpu_check.py` from anywhere, without an installed leakaudit
-    sys.path.insert(0, str(REPO))
 CONFIGS = REPO / "bench" / "configs"
 TOKENIZER_DIR = CONFIGS / "smollm2_tokenizer"
 QWEN_CONFIG = CONFIGS / "qwen2.5-0.5b.json"
@@ -232,7 +230,7 @@ def _open_backend(ref: str, device: str, **opts: Any) -> Iterator[Any]:
     """The transformers signal backend on `device`. open_backend (what the study uses) is called when it takes a
     `device` option; today it does not, so the same backend is built through make_backend with the device named.
     The study path (Study._backend -> open_backend) cannot choose a device: it gets HFOptions' default, 'auto'
-    (cuda when available) since the signals change of issue 13, 'cpu' before it; the env part records which,
+    (cuda when available) since the signals speed work, 'cpu' before it; the env part records which,
     and the study parts would show it in their signal stage times."""
     import gc
     import inspect
@@ -290,8 +288,7 @@ def peak_flops(work: Path, device: str) -> float | None:
         f = Path(work) / "peak.json"
         return json.loads(f.read_text())["bfloat16"] * 1e12 if f.is_file() else None
     try:
-        sys.path.insert(0, str(REPO / "bench"))
-        from bench_peak import peak
+        from bench_peak import peak  # a sibling: bench/ is on the path of a script run from it
 
         return peak("bfloat16", measure_if_missing=False)
     except Exception:  # noqa: BLE001 - no recorded peak for this CPU / thread count
@@ -793,7 +790,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     (work / "parts").mkdir(parents=True, exist_ok=True)
     parts = args.parts or (SMOKE_PARTS if args.cpu_smoke else PARTS)
     started = time.time()
-    report: dict[str, Any] = {"what": "bench/gpu_check.py (issue 13)", "mode": "cpu-smoke" if args.cpu_smoke else
+    report: dict[str, Any] = {"what": "bench/gpu_check.py", "mode": "cpu-smoke" if args.cpu_smoke else
                               "gpu", "budget_s": args.budget_s, "parts": {},
                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     json_path = out / "gpu_check.json"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check of issue 13: one script, one H200, no network, within a time budget.
+# The prepared GPU check: one script, one H200, no network, within a time budget.
 #
 # Prepare here (PyPI reachable), once per checkout:   bash bench/gpu_wheels.sh     # -> build/gpu_wheels, ~30 MB
 # Run with the device tool (repository root, $OUT set, what lands in $OUT comes back):

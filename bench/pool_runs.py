@@ -1,8 +1,9 @@
-"""Several finished runs' real targets pooled into one table: the pooled AUROC [95% CI] of every attack, the
-headline (Leaky against the best baseline of each family) and the paired Leaky − baseline differences, as the report
-computes them for one run (issue 14: the rule for ME8-3 reads Leaky against the fixed-text attacks over both fresh
-seeds together; where the runs carry offline references, the ME8off8 rule reads Leaky@offline the same way).
-Trains, samples and scores nothing.
+"""Several finished runs' real targets read together, as the report reads one run: every attack's mean per-target
+AUROC with its two-level bootstrap CI and the paired difference Leaky minus it (leakaudit.per_target), the headline
+(Leaky against the best OUT-only baseline, online attacks beside it) and the protocol's decision rule
+(docs/protocol.md): Leaky's paired CI against the best OUT-only baseline above 0, and its TPR at 1% FPR on the
+per-target-normalised pool above that baseline's. With --dev, the baselines are chosen on development runs and read
+on these (selection-free). Trains, samples and scores nothing.
 
 Each run's targets keep their own labels and scores; a target is renamed '<run folder>/<target>' so two seeds'
 `math-s0` stay two targets. Records stay named by record_id, so a record that is a candidate in several runs is one
@@ -12,7 +13,7 @@ null check the report prints for one run (each attack's AUROC over all runs' nul
 trained on, with its CI and whether it holds 0.5): one null target per run gives 24 candidates, too few to tell a
 null of 0.674 from chance, and pooling the seeds' null targets is the check that costs no training.
 
-    python bench/pool_runs.py RUN RUN [...] [--json bench/results/pooled_....json]
+    python bench/pool_runs.py RUN RUN [...] [--dev DEV_RUN ...] [--json bench/results/pooled_....json]
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from leakaudit.errors import InputError
-from leakaudit.metrics import headline_table, leaky_vs_baselines, summarise
+from leakaudit.metrics import normalise_scores, summarise
+from leakaudit.per_target import IN_OUT, OUT_ONLY, choose_baseline, headline_table, mean_target_tables
 from leakaudit.report import load_run, null_check_table
 
 
@@ -92,62 +94,83 @@ def common_bootstrap_settings(run_dirs: list[Path]) -> tuple[int, int]:
     return first
 
 
-def pooled_tables(scores: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, pd.DataFrame]:
-    """summarise / headline_table / leaky_vs_baselines over pooled rows; 'attacks' = the level-'all' rows."""
+def pooled_tables(scores: pd.DataFrame, *, n_boot: int, seed: int,
+                  chosen: dict[str, str] | None = None) -> dict[str, pd.DataFrame]:
+    """The report's tables over pooled real-target rows: 'metrics' (summarise: per target, and pooled on
+    per-target-normalised scores), 'mean_target' (mean per-target AUROC, two-level CI, paired Δ), 'headline', and
+    'attacks' (the mean-target rows of the widest scope, strongest first). chosen: headline method -> label fixed on
+    development runs (`dev_choices`)."""
     metrics = summarise(scores, n_boot=n_boot, seed=seed)
-    headline = headline_table(metrics)
-    versus = leaky_vs_baselines(scores, headline, n_boot=n_boot, seed=seed)
-    attacks = metrics[metrics["level"] == "all"].sort_values("auroc", ascending=False).reset_index(drop=True)
-    return {"attacks": attacks, "headline": headline, "versus": versus}
+    mean_target = mean_target_tables(normalise_scores(scores), n_boot=n_boot, seed=seed)
+    headline = headline_table(mean_target, metrics, chosen=chosen)
+    widest = "all" if "all" in set(mean_target["domain"]) else mean_target["domain"].iloc[0]
+    attacks = (mean_target[mean_target["domain"] == widest].sort_values("auroc", ascending=False)
+               .reset_index(drop=True))
+    return {"metrics": metrics, "mean_target": mean_target, "headline": headline, "attacks": attacks}
+
+
+def dev_choices(dev_scores: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, str]:
+    """Headline method -> the baseline with the highest mean per-target AUROC on the development runs' real targets
+    (widest scope), for the selection-free reading of the test runs."""
+    t = pooled_tables(dev_scores, n_boot=0, seed=seed)["attacks"]
+    picks = {"best OUT-only baseline": choose_baseline(t, threat=OUT_ONLY),
+             "best same-trajectory baseline (OUT-only)": choose_baseline(t, threat=OUT_ONLY, family="fresh"),
+             "best online attack (IN+OUT)": choose_baseline(t, threat=IN_OUT)}
+    return {k: v for k, v in picks.items() if v is not None}
 
 
 def goal_reading(headline: pd.DataFrame) -> dict:
-    """Issue 14's goal on the pooled rows: Leaky's CI above the best fixed-text baseline's CI (lo > hi).
-
-    The best fixed-text baseline is headline_table's, the strongest over both reference designs. Where the runs
-    carry offline references, 'offline' reads Leaky@offline against that same baseline (the ME8off8 rule)."""
-    h = headline[headline["domain"] == "all"].set_index("method")
-    if "best fixed baseline" not in h.index:
-        return {"reached": None}
-    fx = h.loc["best fixed baseline"]
-
-    def against_fixed(method: str) -> dict:
-        lk = h.loc[method]
-        return {"reached": bool(lk["auroc_lo"] > fx["auroc_hi"]), "leaky_attack": lk["attack"],
-                "leaky_lo": float(lk["auroc_lo"]), "fixed_attack": fx["attack"], "fixed_hi": float(fx["auroc_hi"])}
-
-    out = against_fixed("Leaky") if "Leaky" in h.index else {"reached": None}
-    if "Leaky, offline references" in h.index:
-        out["offline"] = against_fixed("Leaky, offline references")
-    return out
+    """The decision rule of docs/protocol.md on one scope of the headline (the widest): Leaky leads when the paired
+    CI of Leaky minus the best OUT-only baseline lies above 0 and Leaky's TPR at 1% FPR on the normalised pool is
+    above that baseline's. Both halves are reported; 'reached' needs both (None without the rows)."""
+    scope = "all" if "all" in set(headline["domain"]) else headline["domain"].iloc[0]
+    h = headline[headline["domain"] == scope].set_index("method")
+    if not {"Leaky", "best OUT-only baseline"} <= set(h.index):
+        return {"reached": None, "scope": scope}
+    lk, base = h.loc["Leaky"], h.loc["best OUT-only baseline"]
+    tpr = "TPR@1% (normalised pool)"
+    auroc_lead = bool(base["delta_lo"] > 0)
+    tpr_lead = bool(pd.notna(lk[tpr]) and pd.notna(base[tpr]) and lk[tpr] > base[tpr])
+    return {"reached": auroc_lead and tpr_lead, "scope": scope, "leaky_attack": lk["attack"],
+            "baseline_attack": base["attack"], "baseline_chosen_on": base["chosen_on"],
+            "leaky_auroc": float(lk["auroc"]), "baseline_auroc": float(base["auroc"]),
+            "delta": float(base["delta"]), "delta_lo": float(base["delta_lo"]), "delta_hi": float(base["delta_hi"]),
+            "auroc_lead": auroc_lead, "leaky_tpr@1%": float(lk[tpr]), "baseline_tpr@1%": float(base[tpr]),
+            "tpr_lead": tpr_lead, "n_neg": int(lk["n_neg"]) if pd.notna(lk["n_neg"]) else None}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--dev", nargs="+", type=Path, default=[],
+                    help="development runs: the headline's baselines are chosen on them and read on RUNS")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     try:
         n_boot, seed = common_bootstrap_settings(args.runs)
         rows = split_null(labelled_rows(args.runs))  # every run read once
+        chosen = dev_choices(pooled_scores(args.dev), n_boot=n_boot, seed=seed) if args.dev else None
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)  # the project's code for bad input; nothing has been written
     scores = rows[False]
-    t = pooled_tables(scores, n_boot=n_boot, seed=seed)
+    t = pooled_tables(scores, n_boot=n_boot, seed=seed, chosen=chosen)
     goal = goal_reading(t["headline"])
     null = pooled_null_check(rows[True], n_boot=n_boot, seed=seed)
-    cols = ["label", "family", "n_targets", "auroc", "auroc_lo", "auroc_hi", "n_pos", "n_neg"]
-    out = {"runs": [str(r) for r in args.runs], "n_boot": n_boot, "seed": seed,
-           "n_records": int(scores["record_id"].nunique()), "attacks": t["attacks"][cols].to_dict("records"),
-           "headline": t["headline"].to_dict("records"), "versus": t["versus"].to_dict("records"), "goal": goal,
-           "null_check": null.to_dict("records")}
+    cols = ["label", "family", "threat_model", "n_targets", "auroc", "auroc_lo", "auroc_hi", "delta", "delta_lo",
+            "delta_hi"]
+    show = ["domain", "method", "attack", "threat_model", "n_targets", "mean per-target AUROC [95% CI]",
+            "Δ Leaky − this [95% CI]", "TPR@1% (normalised pool)", "n_neg", "chosen_on"]
+    out = {"runs": [str(r) for r in args.runs], "dev_runs": [str(r) for r in args.dev], "chosen_on_dev": chosen,
+           "n_boot": n_boot, "seed": seed, "n_records": int(scores["record_id"].nunique()),
+           "attacks": t["attacks"][cols].to_dict("records"), "headline": t["headline"].to_dict("records"),
+           "goal": goal, "null_check": null.to_dict("records")}
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=float) + "\n")
     print(f"{len(args.runs)} runs, {out['n_records']} distinct records, {n_boot} resamples (seed {seed})")
     print(t["attacks"][cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    print(t["versus"][["domain", "leaky", "family", "baseline", "Δ AUROC [95% CI]", "verdict"]].to_string(index=False))
-    print(f"goal (Leaky's CI above the best fixed-text CI): {goal}")
+    print(t["headline"][show].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"decision rule (paired CI of Leaky − best OUT-only baseline above 0, and a higher TPR@1%): {goal}")
     if not null.empty:
         print("null targets pooled (labels no student trained on; a CI without 0.5 is a false signal):")
         print(null.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

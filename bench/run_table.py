@@ -6,9 +6,11 @@ reproduced by
 
     python bench/run_table.py runs/sweep/regime_code_restated runs/sweep/regime_code_prepared [--names R,P]
 
-Pooled rows are over a run's real targets: the report's domain level for a run of one domain; for a run of several
-domains (a pool of shards, `leakaudit pool`) the level over all domains, or one domain's with `--domain NAME`. The
-realism and literalness rows are per domain, each labelled with its domain when the run has several.
+Attack rows are the mean over a run's real targets of the per-target AUROC with its two-level bootstrap CI
+(metrics.csv level target_mean), each labelled with its threat model (OUT-only / IN+OUT); TPR at 1% FPR is read on the
+per-target-normalised pool. For a run of several domains (a pool of shards, `leakaudit pool`) the scope is all
+domains, or one domain's with `--domain NAME`. The realism and literalness rows are per domain, each labelled with its
+domain when the run has several.
 
     python bench/run_table.py runs/cpu-full-pooled3                     # 24 targets of three domains
     python bench/run_table.py runs/cpu-full-pooled3 runs/cpu-full-pooled3 --domain all,math --names all,math
@@ -28,7 +30,13 @@ def _read(path: Path) -> dict | None:
 
 
 def _ci(row) -> str:
+    if pd.isna(row.auroc_lo):
+        return f"{row.auroc:.3f}"
     return f"{row.auroc:.3f} [{row.auroc_lo:.3f}, {row.auroc_hi:.3f}]"
+
+
+def _tm(row) -> str:
+    return f" ({row.threat_model})" if row.threat_model == "IN+OUT" else ""
 
 
 def pooled_rows(m: pd.DataFrame, domain: str | None) -> tuple[str, pd.DataFrame, bool]:
@@ -48,24 +56,33 @@ def pooled_rows(m: pd.DataFrame, domain: str | None) -> tuple[str, pd.DataFrame,
 
 def column(root: Path, domain: str | None = None) -> dict[str, str]:
     """Row label -> cell for one run (`domain`: pooled_rows's choice)."""
-    m = pd.read_csv(root / "metrics.csv")
-    m["null_check"] = m.null_check.astype(bool)
     mj = _read(root / "metrics.json") or {}
+    # a kept result holds metrics.json only: its `results` are metrics.csv's rows
+    m = pd.read_csv(root / "metrics.csv") if (root / "metrics.csv").is_file() else pd.DataFrame(mj.get("results") or [])
+    m["null_check"] = m.null_check.astype(bool)
     domain, level, several = pooled_rows(m, domain)
-    dom = level[~level.null_check].set_index("attack")
-    null = level[level.null_check].set_index("attack")
+    mean = m[(m.level == "target_mean") & (m.domain == (domain if domain != "all" else "*"))]
+    if mean.empty and not several:  # one domain: its target_mean rows carry the domain's name
+        mean = m[m.level == "target_mean"]
+    if mean.empty:
+        raise SystemExit(f"{root}: metrics.csv has no mean per-target rows; rebuild its report (leakaudit report)")
+    dom = mean[~mean.null_check].set_index("label")
+    null = mean[mean.null_check].set_index("label")
+    pool = level[~level.null_check].set_index("label")
     tgt = m[(m.level == "target") & ~m.null_check]
     if domain != "all":
         tgt = tgt[tgt.domain == domain]
     has = lambda a: a in dom.index  # noqa: E731
     cells: dict[str, str] = {}
-    n_neg = int(dom.loc["leaky", "n_neg"])
-    cells["targets / members / non-members (pooled rows)"] = (
-        f"{tgt.target.nunique()} / {int(dom.loc['leaky', 'n_pos'])} / {n_neg}")
+    lk = "leaky@offline" if has("leaky@offline") else "leaky"
+    n_neg = int(pool.loc[lk, "n_neg"])
+    cells["targets / members / non-members (all targets)"] = (
+        f"{tgt.target.nunique()} / {int(pool.loc[lk, 'n_pos'])} / {n_neg}")
     for label, a in (("**Leaky** (target − max OUT reference, rectified)", "leaky"),
                      ("Leaky, offline references", "leaky@offline"),
                      ("fresh_gap_max (same, not rectified)", "fresh_gap_max"),
                      ("fresh_gap_max, offline references", "fresh_gap_max@offline"),
+                     ("fresh_gap_mean, offline references", "fresh_gap_mean@offline"),
                      ("fresh_loss (target's log p of its own samples)", "fresh_loss"),
                      ("fresh_gap_base (target − base)", "fresh_gap_base"),
                      ("LOSS (fixed privileged text)", "loss")):
@@ -75,22 +92,27 @@ def column(root: Path, domain: str | None = None) -> dict[str, str]:
                                                    for a in ("min_k", "min_k_plus_plus", "zlib") if has(a))
     for label, a in (("ref_ratio_refs (target − reference students)", "ref_ratio_refs"),
                      ("ref_ratio_refs, offline references", "ref_ratio_refs@offline"),
-                     ("LiRA online", "lira_online"), ("LiRA offline, offline references", "lira_offline@offline"),
-                     ("RMIA", "rmia"),
+                     ("LiRA offline, offline references", "lira_offline@offline"),
                      # the offline design runs an online attack's offline form (leakaudit.audit.offline_attacks)
                      ("RMIA offline, offline references", "rmia_offline@offline"),
-                     ("blind text baseline (no model)", "blind_text")):
+                     ("LiRA online (IN+OUT)", "lira_online"), ("RMIA online (IN+OUT)", "rmia"),
+                     ("paper: max OUT-only baseline per target", "max OUT-only baseline per target"),
+                     ("blind text baseline (no model; a check)", "blind_text")):
         if has(a):
             cells[label] = _ci(dom.loc[a])
-    # 1% of fewer than 100 negatives is under one false positive: the TPR is then the TPR at FPR 0, and says so
-    at_zero = "" if 0.01 * n_neg >= 1 else ": = TPR at FPR 0"
-    cells["TPR@1% FPR: Leaky / fresh_loss / LOSS / RMIA (negatives)"] = " / ".join(
-        f"{dom.loc[a, 'tpr@0.01']:.2f}" for a in ("leaky", "fresh_loss", "loss", "rmia") if has(a)) + \
-        f" ({n_neg}{at_zero})"
-    if "leaky" in null.index:
-        cells["null target (trained on no candidate), Leaky"] = _ci(null.loc["leaky"])
-    per = tgt[tgt.attack == "leaky"].sort_values("target").auroc
-    cells["per target Leaky"] = " / ".join(f"{v:.2f}" for v in per)
+    # 1% of fewer than 100 negatives is under one false positive: not resolvable, and said so
+    tpr = [f"{pool.loc[a, 'tpr@0.01']:.2f}" for a in (lk, "fresh_loss", "loss", "rmia") if a in pool.index]
+    cells[f"TPR@1% FPR, normalised pool: {lk} / fresh_loss / LOSS / RMIA (negatives)"] = (
+        " / ".join(tpr) + f" ({n_neg})" if 0.01 * n_neg >= 1 else f"not resolvable ({n_neg} negatives)")
+    if lk in null.index:
+        cells[f"null target (trained on no candidate), {lk}"] = _ci(null.loc[lk])
+    per = tgt[tgt.label == lk].sort_values("target").auroc
+    cells[f"per target {lk}"] = " / ".join(f"{v:.2f}" for v in per)
+    for h in mj.get("headline") or []:
+        if h.get("domain") != domain or "mean per-target AUROC [95% CI]" not in h or h["method"] == "Leaky":
+            continue
+        cells[f"headline: {h['method']} — which; Δ {lk} − it [95% CI]"] = (
+            f"{h['attack']}; {h['Δ Leaky − this [95% CI]']}")
     # model ids are '<domain>-<role><k>' (leakaudit.membership)
     health = [h for h in mj.get("training_health") or []
               if domain == "all" or h["model_id"].startswith(domain + "-")]
@@ -102,40 +124,10 @@ def column(root: Path, domain: str | None = None) -> dict[str, str]:
     balance = [r["tvd"] for r in mj.get("reference_balance") or [] if r["target"] in targets]
     if balance:
         cells["design check: largest TVD of reference identity"] = f"{max(balance):.3f}"
-    for p in mj.get("paper_statistics") or []:
-        if p["domain"] != (domain if several else "all"):  # a run of one domain: its 'all' rows are that domain's
-            continue
-        who = "null target" if p["null_check"] else "real targets"
-        design = "" if p["design"] == "matched" else f", {p['design']} references"
-        stats = ("leaky", "strongest_baseline", "strongest_fresh_baseline")
-        cells[f"as published ({who}{design}): mean per-target AUROC, Leaky / strongest baseline / strongest "
-              "same-trajectory baseline"] = " / ".join("–" if p[k] is None else f"{p[k]:.3f}" for k in stats)
-    for r in _versus_rows(root, mj, m, domain):
-        kind = "fixed-text" if r["family"] == "fixed" else "same-trajectory"
-        design = "" if r["leaky"] == "leaky" else f" ({r['leaky']})"
-        cells[f"paired Δ AUROC{design}, Leaky − best {kind} baseline (which); verdict"] = (
-            f"{r['Δ AUROC [95% CI]']} ({r['baseline']}); {r['verdict']}")
     labelled = several and domain == "all"  # rows of every domain: each names its own
     cells.update(_realism_cells(root, domain, labelled))
     cells.update(_literalness_cells(root, domain, labelled, several))
     return cells
-
-
-def _versus_rows(root: Path, mj: dict, m: pd.DataFrame, domain: str) -> list[dict]:
-    """metrics.json's leaky_vs_baselines rows of `domain`; for a run whose report predates them, the same
-    function (leakaudit.metrics.leaky_vs_baselines) over its scores.parquet, with the report's bootstrap
-    settings from metrics.json."""
-    rows = mj.get("leaky_vs_baselines")
-    if rows is None and (root / "scores.parquet").is_file():
-        from leakaudit.metrics import headline_table
-        from leakaudit.report import load_run
-        from leakaudit.report.build import compute_leaky_vs_baselines
-
-        rows = compute_leaky_vs_baselines(load_run(root), headline_table(m),
-                                          n_boot=int((mj.get("bootstrap") or {}).get("n_boot", 1000)),
-                                          seed=int((mj.get("seeds") or {}).get("bootstrap") or 0)
-                                          ).to_dict(orient="records")
-    return [r for r in rows or [] if r["domain"] == domain]
 
 
 def _labelled(label: str, d: str, labelled: bool) -> str:

@@ -175,34 +175,17 @@ def link_models(source_root: Path, cfg) -> dict:
 
 
 def headline(root: Path) -> list[dict]:
-    """Leaky and the best attack of each family per domain (pooled over real targets), plus the null check, Leaky with
-    offline references when the run has them, and the published statistics (metrics.json's paper_statistics: mean
-    per-target AUROC of Leaky / of the strongest baseline per target / of the strongest same-trajectory one)."""
-    from leakaudit.metrics import attack_base
-
-    m = pd.read_csv(root / "metrics.csv")
-    paper = json.loads((root / "metrics.json").read_text()).get("paper_statistics") or []
-    rows = []
-    dom = m[(m.level == "domain") & (~m.null_check)]
-    for domain, g in dom.groupby("domain"):
-        row = {"domain": domain}
-        leaky = g[g.attack == "leaky"].iloc[0]
-        row["leaky"] = _fmt(leaky)
-        if (g.attack == "leaky@offline").any():
-            row["leaky_offline"] = _fmt(g[g.attack == "leaky@offline"].iloc[0])
-        for p in paper:
-            if p["domain"] == domain and not p.get("null_check"):
-                key = "paper" if p["design"] == "matched" else f"paper_{p['design']}"
-                row[key] = f"{p['leaky']:.3f} / {p['strongest_baseline']:.3f} / {p['strongest_fresh_baseline']:.3f}"
-        for fam in ("fresh", "fixed", "blind"):
-            fam_rows = g[(g.family == fam) & (g.attack.map(attack_base) != "leaky")]
-            if len(fam_rows):
-                best = fam_rows.sort_values("auroc", ascending=False).iloc[0]
-                row[f"best_{fam}"] = f"{best.attack} {_fmt(best)}"
-        null = m[(m.level == "domain") & m.null_check & (m.domain == domain) & (m.attack == "leaky")]
-        row["null_leaky_auroc"] = round(float(null.auroc.iloc[0]), 3) if len(null) else None
-        rows.append(row)
-    return rows
+    """Per domain, metrics.json's headline (leakaudit.per_target.headline_table): each method's attack with its mean
+    per-target AUROC [95% CI] and the paired Δ Leaky − it, plus the null target's mean per-target AUROC of Leaky."""
+    mj = json.loads((root / "metrics.json").read_text())
+    nulls = {(r["domain"], r["label"]): r for r in mj.get("mean_target_auroc") or [] if r["null_check"]}
+    rows: dict[str, dict] = {}
+    for h in mj.get("headline") or []:
+        row = rows.setdefault(h["domain"], {"domain": h["domain"]})
+        row[h["method"]] = f"{h['attack']} {h['mean per-target AUROC [95% CI]']} {h['Δ Leaky − this [95% CI]']}".strip()
+        if h["method"] == "Leaky" and (h["domain"], h["attack"]) in nulls:
+            row["null_leaky_auroc"] = round(float(nulls[(h["domain"], h["attack"])]["auroc"]), 3)
+    return list(rows.values())
 
 
 def _fmt(r) -> str:

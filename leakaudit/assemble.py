@@ -32,7 +32,7 @@ def reference_balance(plan: MembershipPlan, k_refs: int) -> list[dict]:
 
     Computed from the plan alone. Students differ by large per-model offsets, so a reference-based score inherits
     any such imbalance as a spurious signal: with 4 students and LiRA's random halves a target's non-member has
-    exactly one other OUT student, and distances of 0.75 were seen (bench/reference_confound.py).
+    exactly one other OUT student, and distances of 0.75 were seen (experiments/reference_confound.py).
     Rows: {target, label_source, null_check, tvd, refs_members: {model: count}, refs_nonmembers: {...}}.
     """
     rows = []

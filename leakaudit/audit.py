@@ -23,8 +23,10 @@ offline=true, labelled rmia_offline: pr(x) ~ ((1 + a) pr_OUT(x) + (1 - a)) / 2, 
 rmia, and lira_offline (a one-sided test against the OUT Gaussian, attacks/lira.py) in place of lira_online.
 
 Run directory: the study layout plus `candidates.csv` (one row per candidate, one column per attack, higher =
-more likely a member) and `audit.json`. Labels, when every candidate carries `meta.is_member`, turn the scores
-into metrics and a report.
+more likely a member, then the primary attack's conformal `p_value` and `flagged`), `null_scores.parquet` and
+`audit.json` with the verdict (leakaudit.verdict: the candidates against a null sample of known non-members that no
+reference trained on, split off the population or given with --null-sample). Labels, when every candidate carries
+`meta.is_member`, turn the scores into metrics and a report; without them the report is the verdict box.
 """
 
 from __future__ import annotations
@@ -79,6 +81,23 @@ class AuditRequest:
     api_concurrency: int = 4
     api_timeout_s: float = 60.0
     api_max_retries: int = 4
+    force: list[str] = field(default_factory=list)
+    """--force: stages to redo, each with every later stage (or 'all'), as run-study's --force."""
+    null_sample: Path | None = None
+    """--null-sample: known non-members no reference trains on (the verdict's null sample); None = split one off the
+    population (--null-size)."""
+    null_size: int = 0
+    """--null-size: population records split off as the null sample; 0 = default_null_size."""
+    fdr: float = 0.1
+    """--fdr: the flagged list's false discovery rate."""
+    fpr: float | None = None
+    """--fpr: flag each candidate with p <= fpr instead of a BH list."""
+    prompt_column: str | None = None
+    privileged_column: str | None = None
+    id_column: str | None = None
+    domain: str | None = None
+    """--prompt-column, --privileged-column, --id-column, --domain: how every audit source's rows map to records
+    (leakaudit.data.audit_inputs)."""
 
 
 def check_teacher_flag(value: str | None) -> None:
@@ -133,16 +152,35 @@ def audit_config(req: AuditRequest) -> StudyConfig:
                             references=[str(r) for r in req.references], n_references=req.n_train_references,
                             target_model=req.target_model, api_key_env=req.api_key_env,
                             api_concurrency=req.api_concurrency, api_timeout_s=req.api_timeout_s,
-                            api_max_retries=req.api_max_retries)
+                            api_max_retries=req.api_max_retries,
+                            null_sample=str(req.null_sample) if req.null_sample else None,
+                            null_size=req.null_size, fdr=req.fdr, fpr=req.fpr, prompt_column=req.prompt_column,
+                            privileged_column=req.privileged_column, id_column=req.id_column, domain=req.domain)
+        attacks = offline_attacks(cfg.attacks)
+        check_primary_attack(attacks)
         return dataclasses.replace(cfg, audit=audit, base_model=req.base_model or cfg.base_model, name=out.name,
-                                   out_root=str(out.parent), attacks=offline_attacks(cfg.attacks))
+                                   out_root=str(out.parent), attacks=attacks)
     except ConfigError as e:
         raise ConfigError(flag_named(str(e), out)) from None
 
 
+def check_primary_attack(attacks: list[AttackSpecConfig]) -> None:
+    """ConfigError unless the verdict's primary attack (leakaudit.verdict.PRIMARY_ATTACK, by its label) is among an
+    audit's attacks: it is checked before anything runs, not after the references are trained."""
+    from leakaudit.verdict import PRIMARY_ATTACK
+
+    if not any(a.display == PRIMARY_ATTACK for a in attacks):
+        raise ConfigError(f"attacks: an audit's verdict rests on '{PRIMARY_ATTACK}' (its primary attack, fixed in "
+                          f"advance); keep it in the attacks list (got {[a.display for a in attacks]})")
+
+
 AUDIT_FLAGS = {"audit.n_references": "--train-references", "audit.target": "--target",
                "audit.candidates": "--candidates", "audit.population": "--population",
-               "audit.background": "--background", "audit.references": "--references"}
+               "audit.background": "--background", "audit.references": "--references",
+               "audit.null_sample": "--null-sample", "audit.null_size": "--null-size", "audit.fdr": "--fdr",
+               "audit.fpr": "--fpr", "audit.prompt_column": "--prompt-column",
+               "audit.privileged_column": "--privileged-column", "audit.id_column": "--id-column",
+               "audit.domain": "--domain"}
 """The audit's config keys that come from one CLI flag each: its errors name the flag the auditor typed."""
 
 
@@ -179,6 +217,46 @@ def offline_attacks(attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
             continue
         out.append(a)
     return out
+
+
+# ---- the null sample and the verdict ---------------------------------------------------------------------------
+NULL_SCORES_FILE = "null_scores.parquet"
+"""The null sample's rows of the attacks (scores.parquet's schema), beside scores.parquet, which holds the
+candidates' rows only."""
+MIN_REFERENCE_RECORDS = 2
+"""Population records the references keep at least when the null sample is split off the population."""
+
+
+def default_null_size(n_population: int) -> int:
+    """Population records split off as the null sample by default: enough for p = 0.01
+    (leakaudit.verdict.null_size_for(DEFAULT_NULL_LEVEL) = 99) when the population holds twice that, else half of it
+    (the references train on the other half). A larger null sample costs sampling and scoring only (the target and
+    every reference score its records; nothing is trained on it)."""
+    from leakaudit.verdict import DEFAULT_NULL_LEVEL, null_size_for
+
+    return min(null_size_for(DEFAULT_NULL_LEVEL), n_population // 2)
+
+
+def split_null_sample(population: list[str], null_size: int, seed: int, domain: str) -> tuple[list[str], list[str]]:
+    """(null sample, the rest for the references) from the population ids: a seeded draw of `null_size` records
+    (0 = default_null_size). ConfigError naming --null-size when fewer than MIN_REFERENCE_RECORDS would remain."""
+    from leakaudit.membership import _shuffled
+
+    n = null_size or default_null_size(len(population))
+    if n < 1 or len(population) - n < MIN_REFERENCE_RECORDS:
+        raise ConfigError(f"--null-size: the population has {len(population)} records; a null sample of {n} leaves "
+                          f"fewer than {MIN_REFERENCE_RECORDS} for the references (give a larger --population, a "
+                          "smaller --null-size, or a separate --null-sample file)")
+    chosen = set(_shuffled(sorted(population), seed, f"null sample {domain}")[:n])
+    return [r for r in population if r in chosen], [r for r in population if r not in chosen]
+
+
+def null_source_words(cfg: StudyConfig, n_null: int, n_population: int) -> str:
+    """Where the null sample came from, in words (audit.json's verdict.null_source and the report)."""
+    if cfg.audit is not None and cfg.audit.null_sample:
+        return f"{n_null} records of --null-sample {cfg.audit.null_sample}, trained on by no reference"
+    return (f"{n_null} records split off the population ({n_population} left for the references, which never train "
+            "on the null sample)")
 
 
 # ---- the references' recipe -----------------------------------------------------------------------------------
@@ -277,7 +355,7 @@ def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print, progress
     """Run (or resume) an audit; returns the path of candidates.csv."""
     from leakaudit.study import Study
 
-    study = Study(audit_config(req), log=log, progress=progress, redact=req.redact,
+    study = Study(audit_config(req), force=req.force, log=log, progress=progress, redact=req.redact,
                   recipe_sources=recipe_sources(req))
     study.run_all()
     return study.run.candidates_csv

@@ -29,6 +29,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="Membership-inference audits of students trained by on-policy distillation.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from leakaudit import __version__
+
+        typer.echo(f"leakaudit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Membership-inference audits of students trained by on-policy distillation."""
+
+
 def _usage_error_classes() -> tuple[type[BaseException], ...]:
     """The usage-error classes a typer app may raise: typer >= 0.2x vendors its own click (typer._click), whose
     exceptions are not click's; older typers raise click's own. Both are caught."""
@@ -92,8 +106,13 @@ def records(
     out: Optional[Path] = typer.Option(None, help="Write JSONL here instead of printing."),
     list_sources: bool = typer.Option(False, "--list", help="List the available sources."),
     count: bool = typer.Option(False, help="Print only the number of records per domain."),
+    config: Optional[Path] = typer.Option(None, help="Study YAML whose base_model and data.max_*_tokens a file's "
+                                                     "records are checked against (as run-study checks them)."),
+    preset: Optional[str] = typer.Option(None, help="Preset for those checks when no --config (default: default)."),
 ) -> None:
-    """Load records from a source and print them as JSONL (or write them to --out)."""
+    """Load records from a source and print them as JSONL (or write them to --out). A file's records are checked
+    as run-study checks them: one domain (--option domain=, else the first record's), every text within the
+    token budget."""
     from leakaudit.data.records import write_jsonl
     from leakaudit.data.sources import available_sources, check_source_options, load_source
 
@@ -106,6 +125,8 @@ def records(
     options = _parse_options(option)
     check_source_options(source, options, where="--option")  # as run-study checks data.domains.<d>.options
     recs = load_source(source, limit=limit, seed=seed, **options)
+    if source == "file":
+        _admit_file_records(recs, options, config=config, preset=preset, whole_file=limit is None)
     if count:
         from collections import Counter
 
@@ -118,6 +139,23 @@ def records(
     else:
         for r in recs:
             typer.echo(json.dumps(r.to_dict(), ensure_ascii=False))
+
+
+def _admit_file_records(recs: list, options: dict, *, config: Optional[Path], preset: Optional[str],
+                        whole_file: bool) -> None:
+    """The study's checks of a file's records (leakaudit.data.admit): one domain, within the token budget."""
+    from leakaudit.config import load_config
+    from leakaudit.data.admit import admit
+    from leakaudit.data.records import record_lines
+    from leakaudit.models import load_tokenizer
+
+    cfg = load_config(config, preset=preset)
+    path = str(options["path"])
+    domain = options.get("domain") or recs[0].domain
+    configured = "--option domain" if options.get("domain") else "this file (its first record's domain)"
+    admit(recs, source="file", domain=domain, configured=configured, data=cfg.data, where=path,
+          tokenizer=load_tokenizer(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
+          lines=record_lines(path) if whole_file else None)
 
 
 @app.command()
@@ -237,14 +275,20 @@ def run_study(
                                                           "wall time here and on --gpu."),
     gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on (H100, H200, A100-80GB, L40S, "
                                          "A10G, RTX4090)."),
+    out: Optional[Path] = typer.Option(None, help="Run directory (default: <out_root>/<name> of the config, "
+                                                  "runs/default for the default preset); a shard's is OUT-<domain>."),
 ) -> None:
     """Run a whole study; completed stages are skipped, so re-running resumes after a crash."""
+    import dataclasses
     import time
 
     from leakaudit.config import load_config, restrict_domains
     from leakaudit.study import Study
 
-    cfg = restrict_domains(load_config(config, preset=preset, overrides=set_), domain)
+    cfg = load_config(config, preset=preset, overrides=set_)
+    if out is not None:  # the run directory given as a path, as `audit --out`: its parent and its name
+        cfg = dataclasses.replace(cfg, out_root=str(out.parent), name=out.name)
+    cfg = restrict_domains(cfg, domain)
     if dry_run:
         from leakaudit.cost import dry_run as plan_cost
 
@@ -257,33 +301,28 @@ def run_study(
 
 
 def _print_headline(root: Path) -> None:
-    import pandas as pd
-
-    from leakaudit.metrics import headline_table
-
-    csv = root / "metrics.csv"
-    if csv.is_file():
-        table = headline_table(pd.read_csv(csv))
-        typer.echo(table.to_string(index=False))
-    _print_versus(root)
+    _print_mean_target(root)
     _print_blind_check(root)
     _print_teacher(root)
 
 
-def _print_versus(root: Path) -> None:
-    """Under the headline: Leaky minus the best fixed-text and same-trajectory baseline, paired (metrics.json's
-    leaky_vs_baselines, leakaudit.metrics.leaky_vs_baselines); nothing for a report that predates them."""
+def _print_mean_target(root: Path) -> None:
+    """The headline of metrics.json (leakaudit.per_target.headline_table): per domain, Leaky against the best OUT-only
+    baseline by mean per-target AUROC with the paired difference, the online attacks beside it; nothing for a report
+    without labels or one that predates the statistic."""
     import json
 
     from leakaudit.rundir import RunDir
 
     meta = RunDir(root).metrics_json
-    rows = (json.loads(meta.read_text()).get("leaky_vs_baselines") or []) if meta.is_file() else []
+    rows = (json.loads(meta.read_text()).get("headline") or []) if meta.is_file() else []
+    rows = [r for r in rows if "mean per-target AUROC [95% CI]" in r]
     if rows:
-        typer.echo("\nLeaky against the strongest baselines, paired (Δ AUROC > 0: Leaky stronger):")
+        typer.echo("Mean per-target AUROC [95% CI]; Δ = Leaky − row, paired (> 0: Leaky stronger):")
     for r in rows:
-        typer.echo(f"  {r['domain']}: {r['leaky']} − best {r['family']} baseline ({r['baseline']}) "
-                   f"{r['Δ AUROC [95% CI]']}: {r['verdict']}")
+        delta = f"  Δ {r['Δ Leaky − this [95% CI]']}" if r["Δ Leaky − this [95% CI]"] else ""
+        typer.echo(f"  {r['domain']:<8} {r['method']:<42} {r['attack']:<34} {r['threat_model']:<8} "
+                   f"{r['mean per-target AUROC [95% CI]']}{delta}")
 
 
 def _print_blind_check(root: Path) -> None:
@@ -317,10 +356,15 @@ def audit(
     api_concurrency: int = typer.Option(4, help="API target: requests in flight at once."),
     api_timeout: float = typer.Option(60.0, help="API target: seconds per request attempt."),
     api_retries: int = typer.Option(4, help="API target: retries on 429 / 5xx / timeouts, with backoff."),
-    candidates: Path = typer.Option(..., help="Candidate records (JSONL); meta.is_member, if present on every "
-                                              "record, is used as ground truth for metrics."),
-    population: Optional[Path] = typer.Option(None, help="Population records (JSONL) to train references on; "
-                                                          "must exclude every candidate."),
+    candidates: Path = typer.Option(..., help="Candidate records: JSONL, CSV, parquet, or a Hugging Face dataset "
+                                              "hf:NAME[:CONFIG][@SPLIT] (a hub id, a local folder in hub layout or "
+                                              "saved with save_to_disk; also every other record option); "
+                                              "meta.is_member, if present on every record, is used as ground truth "
+                                              "for metrics."),
+    population: Optional[Path] = typer.Option(None, help="Population records (known non-members, drawn like the "
+                                                          "candidates): the references train on one part, the "
+                                                          "verdict's null sample is the other; must exclude every "
+                                                          "candidate."),
     background: Optional[Path] = typer.Option(None, help="Records (JSONL) every trained reference also trains on: "
                                                           "the target's background set, when known; must exclude "
                                                           "every candidate and population record."),
@@ -338,6 +382,21 @@ def audit(
     out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
+    force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
+    null_sample: Optional[Path] = typer.Option(None, help="Known non-members (JSONL) that no reference trains on: "
+                                                           "the verdict's null sample. Default: split one off "
+                                                           "--population (--null-size)."),
+    null_size: int = typer.Option(0, help="Population records split off as the null sample (0 = 99, enough for "
+                                          "p = 0.01, or half the population when it is smaller). Costs sampling and "
+                                          "scoring only."),
+    fdr: float = typer.Option(0.1, help="False discovery rate of the flagged list (Benjamini-Hochberg)."),
+    fpr: Optional[float] = typer.Option(None, help="Flag each candidate with p <= FPR instead of a BH list."),
+    prompt_column: Optional[str] = typer.Option(None, help="Column holding the prompt (default: prompt)."),
+    privileged_column: Optional[str] = typer.Option(None, help="Column holding the privileged text (default: "
+                                                               "privileged)."),
+    id_column: Optional[str] = typer.Option(None, help="Column holding the record id (default: record_id, else a "
+                                                       "content hash)."),
+    domain: Optional[str] = typer.Option(None, help="Domain of rows without a domain column (default: general)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate everything, write nothing, print the plan and "
                                                           "its cost (as run-study --dry-run)."),
     gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on."),
@@ -351,7 +410,9 @@ def audit(
                        n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
                        config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
                        api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
-                       api_max_retries=api_retries)
+                       api_max_retries=api_retries, force=list(force), null_sample=null_sample,
+                       null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column,
+                       privileged_column=privileged_column, id_column=id_column, domain=domain)
     if dry_run:
         from leakaudit.audit import audit_config, recipe_sources
         from leakaudit.cost import dry_run as plan_cost
@@ -362,6 +423,7 @@ def audit(
         return
     table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
     _print_recipe(table_path.parent)
+    _print_verdict(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")
 
 
@@ -375,6 +437,16 @@ def _print_recipe(root: Path) -> None:
     recipe = json.loads(path.read_text(encoding="utf-8")).get("reference_recipe") if path.is_file() else None
     if recipe:
         typer.echo(recipe_line(recipe))
+
+
+def _print_verdict(root: Path) -> None:
+    """The audit's verdict, as audit.json records it (leakaudit.verdict.verdict_sentences)."""
+    path = Path(root) / "audit.json"
+    verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict") if path.is_file() else None
+    if verdict:
+        typer.echo("verdict: " + verdict["headline"])
+        for line in verdict["details"]:
+            typer.echo("  " + line)
 
 
 @app.command()

@@ -38,6 +38,7 @@ from pydantic_core import PydanticCustomError
 
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.memory import ALLOCATOR_POLICIES
+from leakaudit.rundir import check_run_name, check_safe_name
 from leakaudit.signals.backend import SamplingConfig
 from leakaudit.yamlio import load_yaml, read_yaml
 from shadow_models.config import OPDConfig, TeacherPrepConfig
@@ -123,6 +124,8 @@ class DataConfig:
         self.domains = {d: s if isinstance(s, DomainSource) else DomainSource(**s) for d, s in self.domains.items()}
         if not self.domains:
             raise ConfigError("data.domains: at least one domain is needed")
+        for domain in self.domains:  # a domain names its models' directories (models/<domain>-s0, ...)
+            check_safe_name(domain, f"data.domains.{domain}")
         if self.n_candidates < 4 or self.n_candidates % 2:
             raise ConfigError(f"data.n_candidates: must be an even number >= 4, got {self.n_candidates}")
         if self.n_population < 0:
@@ -150,7 +153,7 @@ class PlanConfig:
     """With null_student: null students per domain (1 to n_students), each trained on its own n_candidates/2
     population records and attacked with another student's labels, so the null check pools that many draws (one
     null target of 12 + 12 candidates: AUROC sd 0.12 under no signal, and its CI excludes 0.5 in 5.5% of
-    no-signal draws; bench/null_check_calibration.py). Each costs one student's training."""
+    no-signal draws; experiments/null_check_calibration.py). Each costs one student's training."""
     n_matched_references: int = 0
     """References per record for Leaky (OUT) and LiRA-online (IN); 0 = the most every record allows,
     n_students/2 - 1, fixed so the count never depends on membership."""
@@ -158,7 +161,7 @@ class PlanConfig:
     """'lira' (random balanced halves) or 'balanced_subsets' (every IN-set of size n_students/2 equally often,
     so that which student is a record's matched reference does not depend on its label; see
     leakaudit.membership.balanced_subsets_keep_matrix). With 4 students 'lira' confounds reference identity
-    with membership (bench/reference_confound.py)."""
+    with membership (experiments/reference_confound.py)."""
 
     n_offline_references: int = 0
     """The offline design beside the keep matrix: this many reference students per domain trained on the background
@@ -269,6 +272,7 @@ class AttackSpecConfig:
     name: str
     """A registered attack (`leakaudit attacks`)."""
     params: dict[str, Any] = field(default_factory=dict)
+    """The attack's parameters (`leakaudit attacks` lists them with their defaults); unset ones take the default."""
     label: str = ""
     """Display name; defaults to the attack name (set it when one attack runs with several params)."""
 
@@ -308,6 +312,8 @@ class MetricsConfig:
     n_boot: int = 1000
     """Bootstrap resamples for AUROC confidence intervals."""
     seed: StrictInt = 0
+    """Bootstrap seed (>= 0). Fixed rather than derived from the master `seed`, so a new study seed changes the
+    experiment but not how it is measured."""
 
     def __post_init__(self) -> None:
         if self.n_boot < 0:
@@ -339,7 +345,27 @@ class AuditConfig:
     """Reference students to train when `references` is empty. >= 1."""
     records_per_reference: int = 0
     """Population records each trained reference sees. >= 0; 0 = half the population (at least 1)."""
-    # ---- an API target (issue 16): `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
+    null_sample: str | None = None
+    """Records known not to have been handed to the teacher, drawn like the candidates, that no reference trains on:
+    the verdict's null sample (leakaudit.verdict). null = split one off the population (`null_size`)."""
+    null_size: int = 0
+    """Population records split off as the null sample when `null_sample` is null. >= 0; 0 = the default,
+    leakaudit.audit.default_null_size: enough for p = 0.01 (99 records) where the population allows, else half of
+    it. Costs sampling and scoring of these records by the target and every reference, no training."""
+    fdr: float = 0.1
+    """The flagged list's false discovery rate (Benjamini-Hochberg over the candidates' conformal p-values), in
+    (0, 1); ignored when `fpr` is set."""
+    fpr: float | None = None
+    """Flag each candidate with p <= fpr instead (a per-candidate false positive rate), in (0, 1); null = use fdr."""
+    prompt_column: str | None = None
+    """The column holding the prompt in every audit source (leakaudit.data.audit_inputs); null = 'prompt'."""
+    privileged_column: str | None = None
+    """The column holding the privileged text; null = 'privileged'."""
+    id_column: str | None = None
+    """The column holding the record id; null = 'record_id' when present, else a content hash."""
+    domain: str | None = None
+    """The domain of rows without a domain column; null = 'general'."""
+    # ---- an API target: `target` is http(s)://HOST:PORT/v1, an OpenAI-compatible completions server
     target_model: str | None = None
     """The served model's name (required when `target` is a URL, refused otherwise)."""
     api_key_env: str | None = None
@@ -380,6 +406,17 @@ class AuditConfig:
             raise ConfigError(f"audit.n_references: must be >= 1, got {self.n_references}")
         if self.records_per_reference < 0:
             raise ConfigError(f"audit.records_per_reference: must be >= 0, got {self.records_per_reference}")
+        if self.null_sample is not None and not self.null_sample.strip():
+            raise ConfigError("audit.null_sample: must be a non-empty path or null")
+        if self.null_size < 0:
+            raise ConfigError(f"audit.null_size: must be >= 0, got {self.null_size}")
+        if not 0 < self.fdr < 1:
+            raise ConfigError(f"audit.fdr: must be in (0, 1), got {self.fdr}")
+        if self.fpr is not None and not 0 < self.fpr < 1:
+            raise ConfigError(f"audit.fpr: must be in (0, 1), got {self.fpr}")
+        for name in ("prompt_column", "privileged_column", "id_column", "domain"):
+            if getattr(self, name) is not None and not getattr(self, name).strip():
+                raise ConfigError(f"audit.{name}: must be a non-empty string or null")
 
 
 EXECUTION_BACKENDS = ("local", "ray")
@@ -404,8 +441,9 @@ class ExecutionConfig:
     """local: jobs run at once. 1 = one after another in this process, at every core's threads. n > 1 = each job in
     a fresh process of its own (spawned, so its memory goes back to the OS when it ends), n at a time, each at
     usable cores // n torch threads: on 2 cores two 1-thread jobs do more work per hour than one 2-thread job
-    (students 1.12x AMD EPYC, 1.28x AMX VM; signals 1.2x; bench/results/students_parallel*.json,
-    signals_parallel.json), at twice the memory (a student peaks at ~7-8 GB). A job whose process dies is reported by its id, the others go on."""
+    (students 1.12x on an AMD EPYC, 1.28x on an Intel Xeon with AMX; signals 1.2x;
+    bench/results/students_parallel*.json, signals_parallel.json), at twice the memory (a student peaks at ~7-8 GB).
+    A job whose process dies is reported by its id, the others go on."""
     address: str | None = None
     """ray: the cluster to join (ray.init(address=...)): 'auto' = the cluster `ray start` set up on this node,
     'ray://host:10001' = a remote head; null = start a Ray instance on this machine for the run."""
@@ -425,10 +463,10 @@ class ExecutionConfig:
     allocator: str = "reuse"
     """How the driver and every job's process treat freed heap memory (leakaudit.memory.set_allocator_policy; both
     backends). 'reuse' = freed blocks stay in the process for the next step (glibc mmap threshold 2 GB, no automatic
-    trim), given back at each stage's end: on the AMX VM an OPD step after the first then faults ~0.1 M pages instead
-    of ~1.0 M and takes 26 s instead of 44 (from the third step on 20 s), at the same peak (bench/results/
-    allocator.json). 'system' = glibc's defaults (each block over 32 MB mapped and unmapped per use). Results do
-    not depend on it."""
+    trim), given back at each stage's end: on a 2-core Intel Xeon with AMX an OPD step after the first then faults
+    ~0.1 M pages instead of ~1.0 M and takes 26 s instead of 44 (from the third step on 20 s), at the same peak
+    (bench/results/allocator.json). 'system' = glibc's defaults (each block over 32 MB mapped and unmapped per use).
+    Results do not depend on it."""
 
     def __post_init__(self) -> None:
         if self.backend not in EXECUTION_BACKENDS:
@@ -463,11 +501,13 @@ class StudyConfig:
     name: str = "default"
     """Run directory name under out_root."""
     out_root: str = "runs"
+    """Directory the run directory `name` is made in."""
     seed: StrictInt = 0
     """Master seed: membership plan, training order, sampling (each stage derives its own from this)."""
     base_model: str = "smollm2-135m"
     """Student initialisation: 'smollm2-135m' (offline), a hub id, or a local checkpoint directory."""
     trust_remote_code: StrictBool = False
+    """Let transformers run code shipped with a hub model. Off: only architectures transformers itself knows."""
     data: Checked[DataConfig] = field(default_factory=_default_data)
     plan: Checked[PlanConfig] = field(default_factory=PlanConfig)
     teacher: Checked[TeacherConfig] = field(default_factory=TeacherConfig)
@@ -486,6 +526,7 @@ class StudyConfig:
     def __post_init__(self) -> None:
         if not self.name.strip():
             raise ConfigError("name: must be a non-empty run directory name")
+        check_run_name(self.name)
         if self.seed < 0:
             raise ConfigError(f"seed: must be >= 0, got {self.seed}")
         if self.training.seed is not None:
@@ -549,6 +590,16 @@ NEUTRAL_DEFAULTS: dict[str, Any] = {
     "audit.api_concurrency": 4,
     "audit.api_timeout_s": 60.0,
     "audit.api_max_retries": 4,
+    # the verdict's keys at their defaults: an audit made before them keeps its hash, and its saved plan (no null
+    # sample) is then refused by the plan check with its --force plan advice (Study._check_saved_plan)
+    "audit.null_sample": None,
+    "audit.null_size": 0,
+    "audit.fdr": 0.1,
+    "audit.fpr": None,
+    "audit.prompt_column": None,
+    "audit.privileged_column": None,
+    "audit.id_column": None,
+    "audit.domain": None,
 }
 """Dotted config keys added after runs existed -> the value at which they change nothing; `StudyConfig.hash` leaves
 them out at that value. (Adding a key with its neutral value here is the one way to add an option without

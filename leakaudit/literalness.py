@@ -1,4 +1,4 @@
-"""How literal a run's teacher is, and how literal its targets became (issue 14 item 2).
+"""How literal a run's teacher is, and how literal its targets became.
 
 Two measurements, each written by the stage that has its inputs (docs/contracts.md, "Literalness"):
 
@@ -12,7 +12,7 @@ Two measurements, each written by the stage that has its inputs (docs/contracts.
 - `sample_literalness` (attacks stage, ``sample_literalness.json``): for each target and candidate, the mean over
   the target's stored fresh trajectories of `similarity` (difflib's ratio between the decoded sample and the
   start of the privileged text, cut to the sample's length in characters, ``autojunk=False``: the definition
-  of bench/sample_overlap.py, whose numbers the README quotes), members vs non-members, with the AUROC of that
+  of experiments/sample_overlap.py, whose numbers the README quotes), members vs non-members, with the AUROC of that
   similarity as a membership score; also against the restatement. No model is run.
 
 `summary_line` turns both into one line for a log or a report; `load` reads them from a run directory.
@@ -36,7 +36,7 @@ TEACHER_DEFINITION = ("mean over a record's tokens (the text + EOS) of log p_tea
                       "leakaudit.data.restate's restatement (records a rule restates); over the candidates")
 SIMILARITY_DEFINITION = ("difflib.SequenceMatcher(None, sample, reference[:len(sample)], autojunk=False).ratio() "
                          "of the decoded sample (special tokens skipped) against the start of the reference text, "
-                         "mean over a record's fresh trajectories (bench/sample_overlap.py's definition)")
+                         "mean over a record's fresh trajectories (experiments/sample_overlap.py's definition)")
 
 
 def _mean_logp(scores) -> list[float]:

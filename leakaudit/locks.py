@@ -21,9 +21,7 @@ from typing import Iterator
 from filelock import FileLock, Timeout
 
 from leakaudit.errors import LeakauditError
-
-RUN_LOCK = ".leakaudit.lock"
-"""The lock file of a run directory (held by the process running the study or audit)."""
+from leakaudit.rundir import RUN_LOCK, claim_run_root, write_run_marker
 
 
 def lock_path(target: Path) -> Path:
@@ -50,11 +48,15 @@ def launch_ranks() -> tuple[int, int]:
 
 
 @contextmanager
-def run_exclusively(root: Path) -> Iterator[None]:
+def run_exclusively(root: Path, *, writes: bool = True) -> Iterator[None]:
     """Hold the run directory's lock, or raise LeakauditError (exit 2) at once when another process holds it.
-    Creates `root` (call it after validating the inputs: a refused run writes nothing else)."""
+    `writes`: the holder writes the run (a study, an audit, a pool): `root` is created if needed, only where a run
+    may write (leakaudit.rundir.claim_run_root: new, empty or made by leakaudit; call it after validating the
+    inputs: a refused run writes nothing else), and marked as a run. Without it (a pool's shards, read only) the
+    directory must exist and is left as it is."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    if writes:
+        claim_run_root(root)
     lock = FileLock(str(root / RUN_LOCK))
     try:
         lock.acquire(timeout=0)
@@ -62,7 +64,11 @@ def run_exclusively(root: Path) -> Iterator[None]:
         raise LeakauditError(f"{root}: another leakaudit process is running this study (it holds "
                              f"{root / RUN_LOCK}); wait for it to end or stop it, then run again: the run "
                              "resumes where it stopped") from None
+    except OSError as e:  # a directory that refuses the lock file (read-only mount, immutable): exit 2 naming it
+        raise LeakauditError(f"{root / RUN_LOCK}: cannot take the run directory's lock ({e.strerror or e})") from None
     try:
+        if writes:
+            write_run_marker(root)
         yield
     finally:
         lock.release()

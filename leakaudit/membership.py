@@ -92,6 +92,17 @@ class MembershipPlan:
         t = self.table[(self.table.model_id == model_id) & self.table.record_id.isin(self.candidates[domain])]
         return dict(zip(t.record_id, t.is_member.astype(bool)))
 
+    def null_sample(self, domain: str) -> list[str]:
+        """An audit's null sample for `domain`: known non-members that no reference trained on, scored like the
+        candidates (they sit at the end of `.candidates[domain]` so that every stage samples and scores them alike;
+        leakaudit.verdict compares the candidates with them). Empty for a study or an audit planned without one."""
+        return list(self.params.get("null_sample", {}).get(domain, []))
+
+    def audit_candidates(self, domain: str) -> list[str]:
+        """`.candidates[domain]` without the null sample: the records an audit asks about."""
+        null = set(self.null_sample(domain))
+        return [r for r in self.candidates[domain] if r not in null]
+
     def keep(self, domain: str) -> tuple[list[str], list[str], np.ndarray]:
         """The domain's keep matrix as LiRA's reference code holds it: (model ids [M], candidate ids [N],
         bool [M, N] with keep[m, n] = model m trained on candidate n). Rows: the domain's trainable references
@@ -358,7 +369,7 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
     """Bool matrix [n_models, n_records] in which every record is IN for exactly n_models/2 models and the
     IN-sets are spread as evenly as possible over all C(M, M/2) subsets, taken in complementary pairs (S, not S).
 
-    Why (bench/reference_confound.py): with few students a record's matched OUT reference is nearly forced for a
+    Why (experiments/reference_confound.py): with few students a record's matched OUT reference is nearly forced for a
     target's non-members (M = 4: exactly one other student is OUT), so under ``keep_matrix`` (LiRA's random
     halves) which student serves as reference is correlated with the label: in the default study 6 of a target's
     8 non-members shared one reference, and per-student offsets then separated the null target's labels (AUROC
@@ -408,7 +419,7 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
     k-th trains on the k-th slice of n_candidates/2 population records (disjoint slices) and is attacked with the
     labels of student k (`MembershipPlan.views`), so the null check pools k independent draws of labels instead of
     one (one null target of 12 + 12 candidates has an AUROC sd of 0.12 under no signal;
-    bench/null_check_calibration.py).
+    experiments/null_check_calibration.py).
     keep_design: 'lira' (``keep_matrix``) or 'balanced_subsets' (``balanced_subsets_keep_matrix``).
     background: per domain, record ids (not in its pool) that every student and the null student of the domain
     also train on: the same set for all of them, so what it does to a model is shared by a target and its
@@ -497,7 +508,7 @@ def keep_matrix_plan(pools: dict[str, Sequence[str]], *, n_students: int, n_cand
 def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domain: str, n_references: int,
                   records_per_reference: int, seed: int, external_references: Sequence[str] = (),
                   target_labels: dict[str, bool] | None = None, n_held_out: int = 0,
-                  background: Sequence[str] = ()) -> MembershipPlan:
+                  background: Sequence[str] = (), null_sample: Sequence[str] = ()) -> MembershipPlan:
     """Audit plan: references that never saw a candidate, and (for `leakaudit audit`) the given target.
 
     References: `external_references` (model paths or hub ids the auditor trained without any candidate; their
@@ -507,6 +518,9 @@ def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domai
     that are OUT for every reference. `background`: record ids every trained reference also trains on (the
     target's background set; never a candidate or population record). With `target_labels` (candidate id -> is_member, e.g. from the candidates'
     meta.is_member) the plan also holds a model "target" with those labels (no rows when unknown).
+    `null_sample`: known non-members no reference trains on (never a candidate, population or background record),
+    appended to the candidates so that they are sampled and scored alike, OUT for every model, labelled non-members
+    when the candidates carry labels, and listed in params["null_sample"] (`MembershipPlan.null_sample`).
     """
     overlap = set(candidates) & set(population)
     if overlap:
@@ -515,6 +529,11 @@ def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domai
     clash = set(background) & (set(candidates) | set(population))
     if clash:
         raise InputError(f"background record {sorted(clash)[0]} is also a candidate or population record")
+    clash = set(null_sample) & (set(candidates) | set(population) | set(background))
+    if clash:
+        raise InputError(f"null-sample record {sorted(clash)[0]} is also a candidate, population or background record")
+    asked = list(candidates)
+    candidates = asked + list(null_sample)
     if background and external_references:
         raise ConfigError("a background set is only for references trained here")
     pop = sorted(population)
@@ -545,9 +564,12 @@ def disjoint_plan(candidates: Sequence[str], population: Sequence[str], *, domai
         params["n_held_out"] = n_held_out
     if background:
         params["n_background"] = {domain: len(background)}
+    if null_sample:
+        params["null_sample"] = {domain: list(null_sample)}
     models[TARGET_ID] = {"domain": domain, "role": "target"}
     if target_labels is not None:
-        missing = set(candidates) - set(target_labels)
+        target_labels = {**target_labels, **{rid: False for rid in null_sample}}
+        missing = set(asked) - set(target_labels)
         if missing:
             raise InputError(f"no label for candidate {sorted(missing)[0]}", field="meta.is_member")
         rows += [(rid, TARGET_ID, bool(target_labels[rid])) for rid in candidates]

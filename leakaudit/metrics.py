@@ -19,6 +19,7 @@ Metric dict keys follow docs/contracts.md: `tpr@0.1`, `tpr@0.01`, `tpr@0.001` (�
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -30,7 +31,8 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from leakaudit.errors import InputError
+from attacks.registry import get_attack
+from leakaudit.errors import ConfigError, InputError
 
 DEFAULT_ALPHAS = (0.1, 0.01, 0.001)
 LEVELS = ("target", "domain", "all")
@@ -245,23 +247,28 @@ def _compact(params: str) -> str:
 def summarise(scores: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0, alphas=DEFAULT_ALPHAS) -> pd.DataFrame:
     """One metrics row per (attack, target, domain), per (attack, domain) over targets, per attack over all.
 
-    Columns: null_check, level (target|domain|all), label, attack, params, family, target, domain (POOLED in pooled
-    rows), n_targets, then the roc_metrics keys.  Rows of null targets are summarised among themselves only.
-    A group with a single class gets NaN metrics (its counts are kept).
+    Columns: null_check, level (target|domain|all), label, attack, params, family, threat_model, target, domain
+    (POOLED in pooled rows), n_targets, then the roc_metrics keys.  Pooled rows (domain, all) read the scores after
+    `normalise_within_target` (label-free, per target), never raw scores: each target has its own score offset, and
+    one threshold across raw scores of several targets is not what the auditor of one target applies. Per-target
+    rows are unchanged by it. Rows of null targets are summarised among themselves only. A group with a single
+    class gets NaN metrics (its counts are kept).
     """
-    df = normalise_scores(scores)
-    keys = ["label", "attack", "params", "family"]
+    df = with_threat_model(normalise_scores(scores))
+    keys = ["label", "attack", "params", "family", "threat_model"]
     rows = []
     for null_check, part in df.groupby("null_check", sort=True):
+        pooled = normalise_within_target(part)
         for level, by in (("target", ["target", "domain"]), ("domain", ["domain"]), ("all", [])):
-            for key, g in part.groupby(keys + by, sort=True):
+            for key, g in (part if level == "target" else pooled).groupby(keys + by, sort=True):
                 row = dict(zip(keys + by, key), null_check=bool(null_check), level=level)
                 row.setdefault("target", POOLED)
                 row.setdefault("domain", POOLED)
                 row["n_targets"] = int(g["target"].nunique())
                 row.update(_safe_metrics(g, n_boot=n_boot, seed=seed, alphas=alphas))
                 rows.append(row)
-    cols = ["null_check", "level", "label", "attack", "params", "family", "target", "domain", "n_targets"]
+    cols = ["null_check", "level", "label", "attack", "params", "family", "threat_model", "target", "domain",
+            "n_targets"]
     out = pd.DataFrame(rows)
     return out[cols + [c for c in out.columns if c not in cols]].reset_index(drop=True)
 
@@ -290,131 +297,55 @@ def attack_base(label: str) -> str:
     return str(label).split(REFERENCE_DESIGN_SEP, 1)[0]
 
 
-def headline_table(metrics_df: pd.DataFrame, *, leaky: str = "leaky", alpha: float = 0.01) -> pd.DataFrame:
-    """Per domain and overall: Leaky vs the best (highest-AUROC) baseline of each family (fresh, fixed, blind).
+def threat_model(attack_name: str, params: str | dict | None = None) -> str:
+    """'OUT-only', 'IN+OUT' or 'check' (attacks.registry.THREAT_MODELS) of a registered attack and its parameters
+    (a JSON string or a dict), as the attack declared it at registration; 'unknown' for an attack this version does
+    not register (scores written by another version or by hand)."""
+    try:
+        spec = get_attack(attack_base(attack_name))
+    except ConfigError:
+        return "unknown"
+    if isinstance(params, str):
+        params = json.loads(params or "{}")
+    known = {f.name for f in dataclasses.fields(spec.params_cls)}
+    return spec.threat_model_of({k: v for k, v in (params or {}).items() if k in known})
 
-    Real targets only (null_check False), pooled rows (level domain / all).  Returns one row per
-    (domain, method) with the chosen attack label, auroc, CI, a formatted "AUROC [95% CI]", TPR at `alpha` and
-    whether that TPR is resolvable (alpha · n_neg ≥ 1). Leaky with offline references ('leaky@offline') gets a
-    row of its own and is never counted as a baseline.
+
+def with_threat_model(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` (normalise_scores' columns) with a `threat_model` column, looked up once per (attack, params)."""
+    name = df["attack_name"] if "attack_name" in df else df["attack"].map(attack_base)
+    keys = list(zip(name.astype(str), df["params"].astype(str)))
+    cache = {k: threat_model(*k) for k in set(keys)}
+    return df.assign(threat_model=[cache[k] for k in keys])
+
+
+def primary_leaky(labels) -> str | None:
+    """The attack under test: Leaky with offline references when the run has them (the published design: references
+    trained without any candidate), else with the study's matched OUT references; None without a Leaky row."""
+    labels = set(map(str, labels))
+    for label in (f"leaky{REFERENCE_DESIGN_SEP}offline", "leaky"):
+        if label in labels:
+            return label
+    return None
+
+
+def normalise_within_target(df: pd.DataFrame) -> pd.DataFrame:
+    """Scores replaced by a robust z-score within each (domain, target, label): (s − median) / (1.4826 · MAD),
+    the SD standing in when the MAD is 0, and 0 when every score is equal; NaN stays NaN (lowest).
+
+    Label-free (reads scores only) and monotone within a target, so every per-target AUROC and ROC is unchanged;
+    pooled over targets, every target's scores lie on one scale, as an auditor who calibrates each target on its
+    own candidates would have them. Chosen over rank quantiles, which tie every target's top candidate at 1 and
+    so leave no threshold at low FPR, and over a plain z-score, which one outlying score can move.
     """
-    m = metrics_df[~metrics_df["null_check"].astype(bool) & metrics_df["level"].isin(["domain", "all"])]
-    m = m.dropna(subset=["auroc"])
-    rows = []
-    domains = sorted(d for d in m["domain"].unique() if d != POOLED) + [POOLED]
-    for domain in domains:
-        md = m[m["domain"] == domain]
-        is_leaky = md["attack"].map(attack_base) == leaky
-        picks = [("Leaky", md[md["attack"] == leaky]),
-                 ("Leaky, offline references", md[md["attack"] == f"{leaky}{REFERENCE_DESIGN_SEP}offline"])]
-        picks += [(f"best {fam} baseline", md[~is_leaky & (md["family"] == fam)])
-                  for fam in ("fresh", "fixed", "blind")]
-        for method, cand in picks:
-            if cand.empty:
-                continue
-            best = cand.loc[cand["auroc"].idxmax()]
-            rows.append({"domain": "all" if domain == POOLED else domain, "method": method, "attack": best["label"],
-                         "auroc": best["auroc"], "auroc_lo": best["auroc_lo"], "auroc_hi": best["auroc_hi"],
-                         "AUROC [95% CI]": format_ci(best["auroc"], best["auroc_lo"], best["auroc_hi"]),
-                         fpr_label(alpha): best[tpr_key(alpha)], "resolvable": bool(best[resolvable_key(alpha)]),
-                         "n_neg": int(best["n_neg"])})
-    return pd.DataFrame(rows, columns=["domain", "method", "attack", "auroc", "auroc_lo", "auroc_hi",
-                                       "AUROC [95% CI]", fpr_label(alpha), "resolvable", "n_neg"])
-
-
-def leaky_vs_baselines(scores: pd.DataFrame, headline: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataFrame:
-    """Per domain and overall: each Leaky row of `headline_table` minus the best fixed-text and the best
-    same-trajectory baseline of that scope, as a paired cluster-bootstrap AUROC difference
-    (`paired_auroc_difference`, seeded by `seed`).
-
-    scores: the run's labelled score rows (normalise_scores' columns, or the raw scores.parquet columns); real
-    targets only are read. The baseline is the one headline_table picked, the highest pooled AUROC of its family
-    chosen after seeing the labels: that favours the baseline, so a CI above 0 is conservative for Leaky and a CI
-    below 0 is not conclusive against it. Columns: domain, leaky (label), family, baseline (label), delta (Leaky
-    − baseline: > 0 means Leaky is stronger), delta_lo, delta_hi, frac_boot_le_0, n_boot, "Δ AUROC [95% CI]",
-    verdict ("Leaky above" when delta_lo > 0, "baseline above" when delta_hi < 0, "no CI" without resamples,
-    else "not separated").
-    """
-    cols = ["domain", "leaky", "family", "baseline", "delta", "delta_lo", "delta_hi", "frac_boot_le_0", "n_boot",
-            "Δ AUROC [95% CI]", "verdict"]
-    if headline.empty or scores.empty:
-        return pd.DataFrame(columns=cols)
-    df = normalise_scores(scores)
-    df = df[~df["null_check"]]
-    rows = []
-    for domain, h in headline.groupby("domain", sort=False):
-        scope = df if domain == "all" else df[df["domain"] == domain]
-        by_label = dict(tuple(scope.groupby("label", sort=False)))
-        leakies = h[h["method"].str.startswith("Leaky")]
-        for _, lk in leakies.iterrows():
-            for family in ("fixed", "fresh"):
-                best = h[h["method"] == f"best {family} baseline"]
-                if best.empty or lk["attack"] not in by_label or best.iloc[0]["attack"] not in by_label:
-                    continue
-                base = best.iloc[0]["attack"]
-                r = paired_auroc_difference(by_label[lk["attack"]], by_label[base], n_boot=n_boot, seed=seed)
-                rows.append({"domain": domain, "leaky": lk["attack"], "family": family, "baseline": base, **r,
-                             "Δ AUROC [95% CI]": _format_delta(r), "verdict": _delta_verdict(r)})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _format_delta(r: dict) -> str:
-    if np.isnan(r["delta_lo"]):
-        return f"{r['delta']:+.3f}"
-    return f"{r['delta']:+.3f} [{r['delta_lo']:+.3f}, {r['delta_hi']:+.3f}]"
-
-
-def _delta_verdict(r: dict) -> str:
-    if np.isnan(r["delta_lo"]):
-        return "no CI"
-    return "Leaky above" if r["delta_lo"] > 0 else "baseline above" if r["delta_hi"] < 0 else "not separated"
-
-
-def paper_statistics(metrics_df: pd.DataFrame, *, leaky: str = "leaky") -> pd.DataFrame:
-    """The published paper's statistics, per domain and over all domains (real targets only): the mean over targets
-    of the per-target AUROC of Leaky; of the strongest baseline on each target (the max over every baseline's
-    per-target AUROC, chosen per target after seeing the labels, which favours the baselines); and of the strongest
-    baseline on the same fresh trajectories (family 'fresh'). Baselines: every attack but Leaky (in any reference
-    design) and the blind text check (family 'blind', which reads no model). Published over 15 targets: 0.875 /
-    0.614 / 0.826.
-
-    Rows: null_check (False: the real targets; True: the same statistics on the null targets, trained on no
-    candidate, as a calibration: a max over many baselines per target is well above 0.5 with no signal at all when
-    targets have few records), domain ('all' for every domain's targets together), design ('matched' for the
-    study's own reference design; 'offline' for Leaky with offline references, when present), n_targets, leaky,
-    strongest_baseline, strongest_fresh_baseline, and the attacks that were strongest most often (ties: the first
-    label)."""
-    rows: list[dict] = []
-    for null_check in (False, True):
-        part = metrics_df[(metrics_df["null_check"].astype(bool) == null_check) & (metrics_df["level"] == "target")]
-        rows += [{"null_check": null_check, **r} for r in _paper_rows(part.dropna(subset=["auroc"]), leaky)]
-    return pd.DataFrame(rows)
-
-
-def _paper_rows(t: pd.DataFrame, leaky: str) -> list[dict]:
-    """paper_statistics' rows for one set of per-target metric rows (all real or all null targets)."""
-    rows: list[dict] = []
-    if t.empty:
-        return rows
-    is_leaky = t["attack"].map(attack_base) == leaky
-    base = t[~is_leaky & (t["family"] != "blind")]
-    for domain in [*sorted(t["domain"].unique()), None]:
-        sel = (lambda d: d) if domain is None else (lambda d: d[d["domain"] == domain])
-        b, f = sel(base), sel(base[base["family"] == "fresh"])
-        best = b.loc[b.groupby(["domain", "target"])["auroc"].idxmax()] if not b.empty else b
-        best_f = f.loc[f.groupby(["domain", "target"])["auroc"].idxmax()] if not f.empty else f
-        for design, label in (("matched", leaky), ("offline", f"{leaky}{REFERENCE_DESIGN_SEP}offline")):
-            lk = sel(t[t["attack"] == label])
-            if lk.empty:
-                continue
-            rows.append({"domain": "all" if domain is None else domain, "design": design,
-                         "n_targets": int(lk[["domain", "target"]].drop_duplicates().shape[0]),
-                         "leaky": float(lk["auroc"].mean()),
-                         "strongest_baseline": float(best["auroc"].mean()) if len(best) else np.nan,
-                         "strongest_fresh_baseline": float(best_f["auroc"].mean()) if len(best_f) else np.nan,
-                         "strongest_most_often": best["attack"].value_counts().index[0] if len(best) else None,
-                         "strongest_fresh_most_often": best_f["attack"].value_counts().index[0] if len(best_f) else None})
-    return rows
+    s = df["score"].astype(np.float64)
+    g = s.groupby([df["domain"].astype(str), df["target"].astype(str), df["label"].astype(str)])
+    med = g.transform("median")
+    mad = (s - med).abs().groupby([df["domain"].astype(str), df["target"].astype(str),
+                                   df["label"].astype(str)]).transform("median") * 1.4826
+    scale = mad.where(mad > 0, g.transform("std")).fillna(0.0)
+    z = ((s - med) / scale.where(scale > 0, 1.0)).where(scale > 0, 0.0).where(s.notna())
+    return df.assign(score=z.to_numpy())
 
 
 def format_ci(x: float, lo: float, hi: float) -> str:

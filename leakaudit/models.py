@@ -22,7 +22,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,6 +151,10 @@ def _resolve_hub_id(ref: str) -> str:
                      "cache: check the id, connect to the network, or pass a local model directory")
 
 
+HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+"""A hub model id: 'owner/name' or a bare 'name' (legacy root models: gpt2, bert-base-uncased)."""
+
+
 def resolve_model_ref(ref: str) -> str:
     """Return something ``from_pretrained`` accepts: a local directory or a hub id (see the module docstring)."""
     if ref in OFFLINE_MODELS:
@@ -158,7 +164,7 @@ def resolve_model_ref(ref: str) -> str:
         if not (p / "config.json").is_file():
             raise InputError("not a model directory (no config.json)", path=str(p))
         return str(p)
-    if ref.count("/") == 1 and not ref.startswith((".", "/")):
+    if HUB_ID.fullmatch(ref):  # 'owner/name', or a bare name such as 'gpt2', as from_pretrained takes them
         return _resolve_hub_id(ref)
     raise InputError(f"unknown model reference '{ref}': expected {sorted(OFFLINE_MODELS)}, a directory or a hub id")
 
@@ -194,6 +200,19 @@ def check_safetensors_only(path: str | os.PathLike) -> None:
                          "convert it with save_pretrained(safe_serialization=True)")
 
 
+def check_loads_without_code(path: str | os.PathLike) -> None:
+    """InputError naming the model unless its config loads with trust_remote_code off (AutoConfig: the
+    architecture is one transformers knows), so a model that needs custom code is found before any training."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(str(path), trust_remote_code=False)
+    except (ValueError, KeyError, OSError) as e:
+        raise InputError(f"does not load without custom code (trust_remote_code is off; set trust_remote_code: "
+                         f"true only for a model whose code you trust): {' '.join(str(e).split())[:300]}",
+                         path=str(path)) from None
+
+
 @dataclass(frozen=True)
 class LoadOptions:
     """How to load a model. dtype: 'float32' (default; use autocast for bf16 compute) or 'bfloat16'."""
@@ -201,6 +220,23 @@ class LoadOptions:
     dtype: str = "float32"
     device: str = "cpu"
     trust_remote_code: bool = False
+
+
+@contextmanager
+def quiet_transformers():
+    """transformers' own progress bars ("Loading weights") and info/warning messages off while a model loads, so a
+    study's log shows its stages' progress, not one bar per model load; the previous settings are restored after."""
+    from transformers.utils import logging as hf_logging
+
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def load_tokenizer(ref: str, *, trust_remote_code: bool = False) -> Any:
@@ -228,12 +264,14 @@ def load_model(ref: str, options: LoadOptions = LoadOptions(), *, trust_remote_c
     if adapter_cfg.is_file():
         from peft import AutoPeftModelForCausalLM
 
-        model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
-                                                         trust_remote_code=trust)
+        with quiet_transformers():
+            model = AutoPeftModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
+                                                             trust_remote_code=trust)
         model = model.merge_and_unload()
     else:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
-                                                     trust_remote_code=trust)
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True,
+                                                         trust_remote_code=trust)
     model.to(options.device)
     model.eval()
     return model

@@ -208,7 +208,7 @@ def pool_runs(out: Path, runs: Sequence[Path], *, n_boot: int = 1000, seed: int 
         # the shards' locks first (no study may rewrite a shard's scores between the digest below and the read), so
         # that a shard still running leaves no pooled directory behind (run_exclusively creates the directory)
         for s in shards:
-            locks.enter_context(run_exclusively(s["path"]))
+            locks.enter_context(run_exclusively(s["path"], writes=False))
         record = _pool_record(shards)
         if not _same_inputs(out_rd, record):
             raise InputError(f"holds something other than a pool of these shards (no {POOL_FILE}, or one of other "

@@ -1,4 +1,4 @@
-"""A realism card for the targets of a finished run (issue 14): are the attacked students plausible models, or
+"""A realism card for the targets of a finished run: are the attacked students plausible models, or
 degenerate ones?
 
 Computed from what a finished run already stores; no model is loaded or run, and nothing a model wrote is ever

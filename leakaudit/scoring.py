@@ -108,7 +108,8 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
         frames.append(rows)
         if offline or view.null_check or leaky_spec is None:
             continue
-        choice = leak_map_choice(rows, leaky_spec.label or leaky_spec.name)
+        asked = rows[~rows.record_id.isin(plan.null_sample(view.domain))]  # an audit's null sample is never drawn
+        choice = leak_map_choice(asked, leaky_spec.label or leaky_spec.name)
         if choice is not None and (best is None or choice[0] > best[0]):
             score, record_id, selected = choice
             best = (score, view, inputs, record_id, selected)

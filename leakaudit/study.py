@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable
 
 from leakaudit import stage_marks
 from leakaudit.config import StudyConfig, dump_config, with_seed
-from leakaudit.data.records import (Record, check_unique, make_record_id, read_jsonl, record_lines,
+from leakaudit.data.admit import admit, check_budget
+from leakaudit.data.records import (Record, check_unique, make_record_id, normalise_id, read_jsonl, record_lines,
                                     write_jsonl)
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
@@ -35,7 +36,7 @@ from leakaudit.locks import launch_ranks, made_once, run_exclusively
 from leakaudit.memory import release_freed_memory, set_allocator_policy
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
-from leakaudit.rundir import RunDir
+from leakaudit.rundir import RunDir, check_run_root
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
 REBUILT_WHEN_CHANGED = ("report",)
@@ -67,7 +68,8 @@ def model_ref_key(name: str) -> str:
 def same_record_keys(record: Record) -> tuple[str, str]:
     """What makes two audit records one to a reference that trains on them: the same id, or the same text given
     under another id (its content hash, make_record_id; before, only ids were compared). ('id:…', 'text:…')."""
-    return f"id:{record.record_id}", f"text:{make_record_id(record.domain, record.prompt, record.privileged)}"
+    return (f"id:{normalise_id(record.record_id)}",
+            f"text:{make_record_id(record.domain, record.prompt, record.privileged)}")
 
 
 def check_audit_label(record: Record, *, path: str, line: int | None) -> None:
@@ -86,11 +88,11 @@ def unique_by_id(records: list[Record]) -> dict[str, Record]:
     could name another domain's background record)."""
     out: dict[str, Record] = {}
     for r in records:
-        first = out.setdefault(r.record_id, r)
+        first = out.setdefault(normalise_id(r.record_id), r)
         if first is not r:
             raise InputError(f"two records share this id (domains {first.domain!r} and {r.domain!r}); record ids "
                              "must be unique across a study's domains", record_id=r.record_id, field="record_id")
-    return out
+    return {r.record_id: r for r in out.values()}
 
 
 class Study:
@@ -121,6 +123,7 @@ class Study:
         self._records: dict[str, Record] | None = None
         self._teacher_records: list[Record] | None = None
         self._audit_background: list[Record] = []
+        self._audit_null: list[Record] = []
         self._plan: MembershipPlan | None = None
         self._todo_from: int | None = None
         self._digests: dict[str, str] = {}
@@ -223,7 +226,10 @@ class Study:
             return sorted(set(existing) | set(planned))
         # the literalness files count only where they exist: a run finished before they were written keeps the
         # output digest its markers hold (a deleted file is still noticed: the marker was written with it)
-        since = {"teacher": [run.teacher_literalness], "attacks": [run.sample_literalness], "report": [run.realism]}
+        from leakaudit.audit import NULL_SCORES_FILE
+
+        since = {"teacher": [run.teacher_literalness], "report": [run.realism],
+                 "attacks": [run.sample_literalness, run.root / NULL_SCORES_FILE]}
         return {
             "records": [run.records, run.teacher_records],
             "plan": [run.membership, run.plan_dir / "plan.json"],
@@ -274,12 +280,13 @@ class Study:
     def prepare(self, *, start_executor: bool = True) -> None:
         """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2).
         `start_executor=False` (a dry run): the executor is not started (no Ray instance, no worker)."""
+        check_run_root(self.run.root)  # new, empty or a run leakaudit made; a writable place
         check_backend(self.cfg.execution)
         self._check_run_dir_config()
         self._check_model_refs()  # first: the records' token budget loads base_model's tokenizer
         if self.is_audit:
             cands, pop = self._audit_records()
-            records, teacher_pool = cands + pop + self._audit_background, []
+            records, teacher_pool = cands + pop + self._audit_background + self._audit_null, []
             self._plan = self._audit_plan(cands, pop)
         else:
             records, teacher_pool, background, reference = self._study_records()
@@ -287,9 +294,15 @@ class Study:
             records = records + [r for extra in (background, reference) for d in sorted(extra) for r in extra[d]]
         self._records = unique_by_id(records)
         self._teacher_records = teacher_pool
+        self._check_paths_inside()
         self._check_attack_signals()
         self._todo_from = self._check_stage_marks()
         self._check_saved_plan()
+        if self._todo_from <= STAGES.index("signals") and self.api_target:
+            # reachable, key accepted, log-probs returned: before any reference is trained
+            from leakaudit.signals.api_stage import probe_api_target
+
+            probe_api_target(self.cfg.audit, self.tokenizer)
         if start_executor and self._todo_from <= STAGES.index("signals"):
             # the executor's resources are known only once it runs (Ray: the cluster's GPUs and CPUs): start it now,
             # so a job asking for more than the cluster has is refused before the run's first file, not after the
@@ -299,6 +312,17 @@ class Study:
             except BaseException:
                 self.close()
                 raise
+
+    def _check_paths_inside(self) -> None:
+        """Every path of the run built from a name the user gave (domains through model ids) is a safe file name
+        and resolves inside the run directory, before the first write."""
+        from leakaudit.rundir import check_safe_name
+
+        for model_id in self.plan().models:
+            what = f"model id {model_id!r} (from the domain of the records or data.domains)"
+            check_safe_name(model_id, what)
+            for path in (self.run.model(model_id), self.run.fixed(model_id), self.run.fresh(model_id)):
+                self.run.check_inside(path, what)
 
     def check_before_training(self) -> None:
         """What `leakaudit train` checks before it trains a model of this run outside run-study (before, nothing):
@@ -351,13 +375,19 @@ class Study:
     def _check_model_refs(self) -> None:
         """Every model the run reads resolves, and a local one holds safetensors, before the run's first file (a
         directory of pickled weights passed here and failed at its first load, after the plan was written)."""
-        from leakaudit.models import check_safetensors_only, resolve_model_ref
+        from leakaudit.models import check_loads_without_code, check_safetensors_only, resolve_model_ref
 
         for name, ref in self.external_models().items():
             try:
-                check_safetensors_only(resolve_model_ref(ref))
+                path = resolve_model_ref(ref)
+                check_safetensors_only(path)
+                if not self.cfg.trust_remote_code:
+                    check_loads_without_code(path)
             except InputError as e:
                 raise InputError(f"{model_ref_key(name)}: {e}") from None
+        if self.cfg.trust_remote_code:
+            self.log("notice: trust_remote_code is true: code shipped with these models may run on this machine: "
+                     + ", ".join(f"{model_ref_key(n)} = {r}" for n, r in self.external_models().items()))
         if self.api_target:
             from leakaudit.signals.api_stage import check_api_target
 
@@ -459,20 +489,9 @@ class Study:
             pool = load_source(spec.source, seed=self.cfg.seed, **options)
             where = str(options.get("path") or f"source '{spec.source}'")
             lines = record_lines(Path(options["path"])) if spec.source == "file" else None
-            for i, r in enumerate(pool):
-                if r.domain != domain:
-                    raise InputError(f"has domain '{r.domain}', but data.domains.{domain} takes records of domain "
-                                     f"'{domain}' (records are never relabelled: that would change their ids); "
-                                     "rename the configured domain or fix the record", path=where,
-                                     line=lines[i] if lines else None, record_id=r.record_id, field="domain")
             check_unique(pool, path=where)
-            if spec.source == "file" or not data.drop_over_budget:
-                self._check_budget(pool, where, lines)  # a user's file is never silently trimmed
-                dropped = 0
-            else:
-                kept = [r for r in pool if self._over_budget(r) is None]
-                dropped = len(pool) - len(kept)
-                pool = kept
+            pool, dropped = admit(pool, source=spec.source, domain=domain, configured=f"data.domains.{domain}",
+                                  tokenizer=self.tokenizer, data=data, where=where, lines=lines)
             by_id = {r.record_id: r for r in pool}
             cand, popn = split_pool(list(by_id), data.n_candidates, data.n_population, self.cfg.seed, salt=domain,
                                     parts={"teacher": data.n_teacher_records, "background": data.n_background,
@@ -507,12 +526,19 @@ class Study:
             files.append(("population", Path(audit.population)))
         if audit.background:
             files.append(("background", Path(audit.background)))
+        if audit.null_sample:
+            files.append(("null sample", Path(audit.null_sample)))
         loaded: dict[str, list[Record]] = {}
         domain = None
         candidates: dict[str, str] = {}  # identities (same_record_keys) of the candidates -> their ids
         population: dict[str, str] = {}
+        background: dict[str, str] = {}
+        from leakaudit.data.audit_inputs import ColumnMap, read_records
+
+        columns = ColumnMap(prompt=audit.prompt_column, privileged=audit.privileged_column, record_id=audit.id_column,
+                            domain=audit.domain)
         for role, path in files:
-            recs, lines = read_jsonl(path), record_lines(path)
+            recs, lines = read_records(path, columns)
             for r, line in zip(recs, lines):
                 domain = domain or r.domain
                 if r.domain != domain:
@@ -526,39 +552,35 @@ class Study:
                     same = "" if by_id in candidates else f" (the text of candidate {candidates[by_text]})"
                     raise InputError(f"is also a candidate{same}; the {role} (what references train on) must "
                                      "exclude every candidate", path=str(path), line=line, record_id=r.record_id)
+                if role == "null sample":
+                    for other, keys in (("candidate", candidates), ("population record", population),
+                                        ("background record", background)):
+                        if by_id in keys or by_text in keys:
+                            raise InputError(f"is also a {other}; the null sample must be known non-members that no "
+                                             "reference trains on", path=str(path), line=line, record_id=r.record_id)
                 if role == "background" and (by_id in population or by_text in population):
                     raise InputError("is also a population record; the background (trained on by every reference) "
                                      "must exclude the population (RMIA's held-out records must stay OUT)",
                                      path=str(path), line=line, record_id=r.record_id)
-            if role == "background":
+            if role in ("background", "null sample"):
                 check_unique(recs, path=str(path))
             self._check_budget(recs, str(path), lines)
             loaded[role] = recs
             candidates = {key: r.record_id for r in loaded["candidates"] for key in same_record_keys(r)}
             population = {key: r.record_id for r in loaded.get("population", []) for key in same_record_keys(r)}
+            background = {key: r.record_id for r in loaded.get("background", []) for key in same_record_keys(r)}
         if not audit.references and not loaded.get("population"):
             raise InputError("--population is required to train references (or give --references)",
                              field="population")
+        if not loaded.get("population") and not loaded.get("null sample"):
+            raise InputError("--population or --null-sample is required: the verdict compares the candidates with "
+                             "known non-members that no reference trained on", field="population")
         self._audit_background = loaded.get("background", [])
+        self._audit_null = loaded.get("null sample", [])
         return loaded["candidates"], loaded.get("population", [])
 
     def _check_budget(self, records: list[Record], where: str, lines: list[int] | None) -> None:
-        for i, r in enumerate(records):
-            over = self._over_budget(r)
-            if over is not None:
-                name, n, limit = over
-                key = "max_prompt_tokens" if name == "prompt" else "max_privileged_tokens"
-                raise InputError(f"has {n} tokens, over the budget of {limit} (data.{key})", path=where,
-                                 line=lines[i] if lines else None, record_id=r.record_id, field=name)
-
-    def _over_budget(self, record: Record) -> tuple[str, int, int] | None:
-        """(field, tokens, budget) of the first text over its token budget, else None."""
-        data = self.cfg.data
-        for name, limit in (("prompt", data.max_prompt_tokens), ("privileged", data.max_privileged_tokens)):
-            n = len(self.tokenizer(getattr(record, name), add_special_tokens=False)["input_ids"])
-            if n > limit:
-                return name, n, limit
-        return None
+        check_budget(records, self.tokenizer, self.cfg.data, where=where, lines=lines)
 
     def _study_plan(self, records: list[Record], background: dict[str, list[Record]],
                     reference: dict[str, list[Record]]) -> MembershipPlan:
@@ -581,12 +603,21 @@ class Study:
         labels = [c.meta.get("is_member") for c in cands]  # each true, false or absent (check_audit_label)
         target_labels = ({c.record_id: bool(v) for c, v in zip(cands, labels)}
                          if all(v is not None for v in labels) else None)
-        held_out = 0 if audit.references else len(pop) // AUDIT_HELD_OUT_FRACTION
-        per_ref = audit.records_per_reference or max(1, (len(pop) - held_out) // 2)
-        return disjoint_plan([c.record_id for c in cands], [p.record_id for p in pop], domain=cands[0].domain,
+        from leakaudit.audit import split_null_sample
+
+        domain = cands[0].domain
+        pop_ids = [p.record_id for p in pop]
+        if self._audit_null:
+            null = [r.record_id for r in self._audit_null]
+        else:  # the null sample is split off the population: no reference trains on it
+            null, pop_ids = split_null_sample(pop_ids, audit.null_size, self.cfg.seed, domain)
+        held_out = 0 if audit.references else max(1, len(pop_ids) // AUDIT_HELD_OUT_FRACTION)
+        per_ref = audit.records_per_reference or max(1, (len(pop_ids) - held_out) // 2)
+        return disjoint_plan([c.record_id for c in cands], pop_ids, domain=domain,
                              n_references=audit.n_references, records_per_reference=per_ref, seed=self.cfg.seed,
                              external_references=audit.references, target_labels=target_labels,
-                             n_held_out=held_out, background=[r.record_id for r in self._audit_background])
+                             n_held_out=held_out, background=[r.record_id for r in self._audit_background],
+                             null_sample=null)
 
     # ---- stages -----------------------------------------------------------------------------------------
     def stage_records(self) -> None:
@@ -844,27 +875,40 @@ class Study:
             from leakaudit.signals.api_stage import drop_excluded
 
             scores = drop_excluded(scores, TARGET_ID, self._excluded(TARGET_ID))
+        if self.is_audit:  # the null sample's rows go beside scores.parquet, which holds the candidates' rows only
+            from leakaudit.audit import NULL_SCORES_FILE
+
+            null_ids = {r for d in plan.candidates for r in plan.null_sample(d)}
+            is_null = scores.record_id.isin(null_ids)
+            with atomic_path(self.run.root / NULL_SCORES_FILE) as tmp:
+                scores[is_null].to_parquet(tmp, index=False)
+            null_scores, scores = scores[is_null].reset_index(drop=True), scores[~is_null].reset_index(drop=True)
         with atomic_path(self.run.scores) as tmp:
             scores.to_parquet(tmp, index=False)
         if leak_map is not None:
             write_json(self.run.leak_map, leak_map)
         if self.is_audit:
-            self._write_audit_table(scores)
+            self._write_audit_table(scores, null_scores)
         from leakaudit.literalness import load, sample_literalness, summary_line
 
         write_json(self.run.sample_literalness, sample_literalness(self.run, plan, records, self.tokenizer))
         self.log(f"[attacks] {summary_line(*load(self.run.root))}")
 
-    def _write_audit_table(self, scores) -> None:
-        """candidates.csv: one row per candidate, one column per attack (higher = more likely a member), and
-        audit.json: what was audited with what (the references' recipe, the attacks that ran)."""
+    def _write_audit_table(self, scores, null_scores) -> None:
+        """candidates.csv: one row per candidate, one column per attack (higher = more likely a member), then the
+        primary attack's conformal p_value and whether it is flagged; and audit.json: what was audited with what
+        (the references' recipe, the attacks that ran) and the verdict (leakaudit.verdict.audit_verdict)."""
         plan = self.plan()
-        cand_ids = [r for d in plan.candidates for r in plan.candidates[d]]
+        cand_ids = [r for d in plan.candidates for r in plan.audit_candidates(d)]
         table = (scores.pivot(index="record_id", columns="attack", values="score")
                  .reindex(index=cand_ids, columns=list(dict.fromkeys(scores.attack))))
-        labels = plan.labels(TARGET_ID)
+        labels = {r: v for r, v in plan.labels(TARGET_ID).items() if r in set(cand_ids)}
         if labels:
             table["is_member"] = [labels[r] for r in cand_ids]
+        verdict = self._verdict(table, null_scores, cand_ids, labels)
+        table["p_value"] = verdict["p_values"]
+        table["flagged"] = verdict["flagged"]
+        self.log(f"[verdict] {verdict['headline']}")
         with atomic_path(self.run.candidates_csv) as tmp:
             table.reset_index().to_csv(tmp, index=False)
         refs = {m: self.model_ref(m) for m, info in plan.models.items() if info["role"] == "reference"}
@@ -876,7 +920,51 @@ class Study:
             "attacks": {label: {"name": g.attack_name.iloc[0], "params": json.loads(g.params.iloc[0])}
                         for label, g in scores.groupby("attack", sort=False)},
             "n_candidates": len(cand_ids), "n_population": sum(map(len, plan.population.values())),
-            "labels": bool(labels), "config_hash": self.cfg.hash(), **self._api_section(scores)})
+            "labels": bool(labels), "config_hash": self.cfg.hash(), "verdict": verdict,
+            **self._api_section(scores)})
+
+    def _verdict(self, table, null_scores, cand_ids: list[str], labels: dict[str, bool]) -> dict:
+        """leakaudit.verdict.audit_verdict over the candidates' table (record x attack) and the null sample's rows,
+        with the blind text check (a text-only classifier, candidates vs null sample)."""
+        import numpy as np
+
+        from leakaudit.audit import null_source_words
+        from leakaudit.verdict import BLIND_ATTACK, PRIMARY_ATTACK, audit_verdict
+
+        plan, audit = self.plan(), self.cfg.audit
+        null_ids = [r for d in plan.candidates for r in plan.null_sample(d)]
+        null_table = (null_scores.pivot(index="record_id", columns="attack", values="score")
+                      .reindex(index=null_ids))
+        attacks = [a for a in dict.fromkeys(null_scores.attack) if a != BLIND_ATTACK and a in table.columns]
+        scores = {a: (table[a].to_numpy(dtype=float), null_table[a].to_numpy(dtype=float)) for a in attacks}
+        n_pop = sum(len(v) for v in plan.population.values())
+        return audit_verdict(cand_ids, scores, primary=PRIMARY_ATTACK, fdr=audit.fdr, fpr=audit.fpr,
+                             labels=np.array([labels[r] for r in cand_ids]) if labels else None,
+                             blind=self._blind_check(cand_ids, null_ids),
+                             null_source=null_source_words(self.cfg, len(null_ids), n_pop),
+                             n_boot=self.cfg.metrics.n_boot, seed=self.cfg.metrics.seed)
+
+    def _blind_check(self, cand_ids: list[str], null_ids: list[str]):
+        """(candidates' [N], null sample's [Z]) cross-validated blind text scores (candidate = 1, null = 0): the
+        check that they are drawn alike; None when there are too few records to cross-validate."""
+        import numpy as np
+
+        from attacks import AttackInputs, run_attack
+        from leakaudit.errors import InputError as _InputError
+        from leakaudit.scoring import attack_specs
+        from leakaudit.verdict import BLIND_ATTACK
+
+        records = self.records()
+        params = next((a.params for a in attack_specs(self.cfg.attacks) if a.name == BLIND_ATTACK), {})
+        ids = cand_ids + null_ids
+        inputs = AttackInputs(record_ids=ids, texts=[records[r].privileged for r in ids],
+                              labels=np.r_[np.ones(len(cand_ids), bool), np.zeros(len(null_ids), bool)])
+        try:
+            s = run_attack(BLIND_ATTACK, inputs, params)
+        except _InputError as e:
+            self.log(f"[verdict] blind text check not run: {e}")
+            return None
+        return s[:len(cand_ids)], s[len(cand_ids):]
 
     def _api_section(self, scores) -> dict:
         """{"api": ...} for an API target's audit.json (leakaudit.signals.api_stage.api_summary), else {}."""
@@ -908,8 +996,13 @@ class Study:
 
         labels = pd.read_parquet(self.run.scores, columns=["is_member"]).is_member
         if labels.isna().all() or labels.dropna().nunique() < 2:
-            self.log("[report] no ground-truth labels with both classes (meta.is_member): per-candidate scores only, "
-                     "no metrics")
+            from leakaudit.report.verdict_section import verdict_page
+
+            page = verdict_page(self.run.root) if self.is_audit else None
+            if page is not None:  # no metrics without labels: the report is the verdict against the null sample
+                write_text(self.run.report_html, page)
+            self.log("[report] no ground-truth labels with both classes (meta.is_member): the verdict and "
+                     "per-candidate p-values only, no metrics")
             return
         build_report(self.run.root, redact=self.redact, n_boot=self.cfg.metrics.n_boot, seed=self.cfg.metrics.seed)
         from leakaudit.realism import load as load_realism, summary_line as realism_line

@@ -150,7 +150,7 @@ class OPDConfig(_OptimFields):
     rollout_decoder: str = "loop"
     """How rollouts are decoded: 'loop' (leakaudit.signals.decode's loop: generate's own forwards and draw, the
     prompt's last position sent to the LM head by index) or 'generate' (transformers' generate, the path before
-    issue 13). The same tokens (tests/test_decode.py); 'loop' samples a rollout 1.33x faster on CPU
+    the speed work). The same tokens (tests/test_decode.py); 'loop' samples a rollout 1.33x faster on CPU
     (bench/results/decode.json) because generate's prefill copies the bf16 LM head once per row there."""
     rollout_seeding: str = "step"
     """Where a rollout's random draws come from: 'step' = one torch RNG stream per step and process (seeded by

@@ -79,7 +79,7 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
     fault-injection point for tests of killed workers; progress views read the ledger file instead).
     `epoch_hook(epoch, model)`, if given, is called on the main process after the last step of each epoch (0-based;
     epochs finished before a resume are not called again) with the unwrapped student as it is then; it must leave
-    the weights and the mode as it found them (bench/pass_curve.py scores with it, under no_grad).
+    the weights and the mode as it found them (experiments/pass_curve.py scores with it, under no_grad).
     """
     config.require_seed()  # None = "derive from a master seed": the caller (a study) must have done so
     out_dir = Path(out_dir)

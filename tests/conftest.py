@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+REPO = Path(__file__).resolve().parents[1]
+# bench/'s scripts import their siblings by name (benchlib, bench_peak, the API test server), as they can when run
+# as `python bench/NAME.py`; the tests that load them, or use the test server, need bench/ on the path as well.
+if str(REPO / "bench") not in sys.path:
+    sys.path.append(str(REPO / "bench"))
 
 
-def bench_script(name: str) -> ModuleType:
-    """bench/<name>.py imported as a module (bench/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+def _script(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def bench_script(name: str) -> ModuleType:
+    """bench/<name>.py (a maintained benchmark) imported as a module (bench/ is not a package)."""
+    return _script(REPO / "bench" / f"{name}.py")
+
+
+def experiment_script(name: str) -> ModuleType:
+    """experiments/<name>.py (an analysis script behind docs/results.md) imported as a module."""
+    return _script(REPO / "experiments" / f"{name}.py")
 
 
 @pytest.fixture(scope="session")

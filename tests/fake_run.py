@@ -4,7 +4,7 @@ Layout: domains math and code, two real targets each (`<domain>-0`, `<domain>-1`
 (`null-math`, labels drawn independently of the scores), 40 records per target, half members.
 Attacks: leaky (fresh family, strong planted signal), loss and min_k (fixed family, weak signal),
 blind_text (blind family, no signal).  Two loss scores per target are NaN.
-`write_fake_literalness` adds the literalness files of issue 14 (teacher kind, teacher_literalness.json,
+`write_fake_literalness` adds the literalness files (teacher kind, teacher_literalness.json,
 sample_literalness.json, models/_teacher/meta.json) with known values; `write_fake_run` alone is a run made
 before they existed.
 """
@@ -69,7 +69,7 @@ def write_fake_run(root: str | Path, *, seed: int = 0, secret: str = "SECRET-PAT
     return run.root
 
 
-# ---- literalness (issue 14): hand-made files with known values for the report's teacher section -------------
+# ---- literalness: hand-made files with known values for the report's teacher section -------------
 def fake_teacher_literalness(kind="restated"):
     """Three candidates, two domains. Over all candidates: with context (-0.0012 - 0.0030 - 0.0100) / 3 =
     -0.004733, without (-0.35 - 0.40 - 0.20) / 3 = -0.316667."""
@@ -135,7 +135,7 @@ def write_fake_literalness(root: str | Path, *, kind: str = "restated", teacher:
     return rd.root
 
 
-# ---- realism card (issue 14): a plan, students' meta.json and fresh signals with known values ------------------
+# ---- realism card: a plan, students' meta.json and fresh signals with known values ------------------
 REALISM_CANDIDATES = 20
 """Per domain: records r000-r019 are candidates, r020-r027 population, r028-r039 background (in meta.json only)."""
 REALISM_POPULATION = 8

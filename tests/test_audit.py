@@ -1,5 +1,5 @@
 """`leakaudit audit` is a study with the target given: it resumes, and it never reuses work done for another
-target, other candidates or a target changed in place (issue 12, item 1); its records are checked before anything
+target, other candidates or a target changed in place; its records are checked before anything
 is written (items 3, 5, 6). Issue 14: its references are trained with the target's recipe (--teacher, --config,
 --preset, --set), which audit.json records with where each part came from and the CLI prints; it runs the offline
 forms of RMIA and LiRA instead of skipping them."""
@@ -171,9 +171,9 @@ def test_bad_audit_records_exit_2_naming_line_and_write_nothing(case, audit_inpu
     assert not out.exists()
 
 
-# ---- offline forms of the attacks that need IN references (issue 14) ---------------------------------------------
+# ---- offline forms of the attacks that need IN references ----------------------------------------------------------
 def test_audit_runs_the_offline_forms_and_reports_their_rows(finished_audit):
-    """Before issue 14 an audit skipped RMIA (and LiRA online) for want of IN references; it now runs RMIA's
+    """An audit used to skip RMIA (and LiRA online) for want of IN references; it now runs RMIA's
     offline form (a = 0.3) and LiRA offline, and the metrics have a row for each."""
     import pandas as pd
 
@@ -213,7 +213,7 @@ def test_offline_attacks_replace_each_online_form_in_place():
                    "rmia_a01": ("rmia", {"offline": True, "a": 0.1, "gamma": 1.0}), "loss": ("loss", {})}
 
 
-# ---- the references' recipe (issue 14) ---------------------------------------------------------------------------
+# ---- the references' recipe ----------------------------------------------------------------------------------------
 def _request(**kw):
     from leakaudit.audit import AuditRequest
 
@@ -230,7 +230,7 @@ def test_recipe_comes_from_teacher_preset_config_and_set_and_says_where(tmp_path
     src = recipe_sources(req)
     assert src["teacher"].startswith("audit default") and src["epochs"] == "--set training.epochs"
     assert src["loss"] == "preset default"
-    # --preset: the preset's teacher too (before issue 14 an audit self-distilled whatever the preset said)
+    # --preset: the preset's teacher too (an audit used to self-distil whatever the preset said)
     req = _request(preset="default")
     assert audit_config(req).teacher.kind == "prepared" and recipe_sources(req)["teacher"] == "preset default"
     # --config: its training and teacher sections; --teacher over it; --set over both
@@ -433,3 +433,87 @@ def test_audit_inputs_that_would_corrupt_its_labels_or_references_exit_2(audit_i
                         "--population", tmp_path / "pop.jsonl", "--base-model", tiny_model_dir, "--out", out, *FAST)
     assert code == 2 and needle in err, err
     assert not out.exists()
+
+
+# ---- the verdict: a null sample no reference trained on, conformal p-values, the report's first box ----------------
+def test_audit_verdict_against_a_null_sample_split_off_the_population(finished_audit):
+    import numpy as np
+    import pandas as pd
+
+    from leakaudit.audit import NULL_SCORES_FILE
+    from leakaudit.membership import MembershipPlan
+
+    plan = MembershipPlan.load(finished_audit)
+    null = plan.null_sample("math")
+    assert len(null) == 3  # the default: half of a 6-record population (99 needs a population of 198)
+    assert not set(null) & set(plan.population["math"]) and len(plan.population["math"]) == 3
+    for m in plan.models_of("math", "reference"):
+        assert not set(null) & set(plan.members(m))  # no reference trained on the null sample
+    scores = pd.read_parquet(finished_audit / "scores.parquet")
+    null_scores = pd.read_parquet(finished_audit / NULL_SCORES_FILE)
+    assert not set(null) & set(scores.record_id) and set(null_scores.record_id) == set(null)
+    table = pd.read_csv(finished_audit / "candidates.csv")
+    assert len(table) == 6 and {"p_value", "flagged"} <= set(table.columns)
+    # p = (1 + #{null >= s}) / (1 + 3), the candidate's Leaky score against the null sample's (NaN lowest)
+    z = null_scores[null_scores.attack == "leaky"].score.to_numpy()
+    z = np.where(np.isnan(z), -np.inf, z)
+    for s, p in zip(table.leaky, table.p_value):
+        s = -np.inf if np.isnan(s) else s
+        assert p == pytest.approx((1 + (z >= s).sum()) / 4)
+    verdict = json.loads((finished_audit / "audit.json").read_text())["verdict"]
+    assert verdict["primary"] == "leaky" and verdict["n_null"] == 3 and verdict["smallest_p"] == 0.25
+    assert "split off the population" in verdict["null_source"]
+    # 3 null records cannot reach 0.1: said, and nothing is flagged
+    assert any("above --fdr 0.1, so no candidate can be flagged" in w for w in verdict["warnings"])
+    assert not table.flagged.any() and verdict["flagged_ids"] == []
+    assert verdict["epsilon"]["tpr"] == 0 and verdict["epsilon"]["epsilon_lb"] == 0
+    html = (finished_audit / "report.html").read_text()
+    assert html.index("<section") == html.index('<section id="verdict">')  # the verdict leads the report
+    assert "above --fdr 0.1" in html
+
+
+def test_unlabelled_audit_with_a_null_sample_file(audit_inputs, tiny_model_dir, capsys, tmp_path):
+    import pandas as pd
+
+    from leakaudit.membership import MembershipPlan
+
+    tmp, target, extra_file, extra = _background_inputs(tmp_path, audit_inputs)
+    cands = [json.loads(line) for line in (tmp / "cands.jsonl").read_text().splitlines()]
+    _write_jsonl(tmp_path / "cands.jsonl", [{k: v for k, v in r.items() if k != "meta"} for r in cands])
+    out = tmp_path / "run"
+    code, stdout, err = _run(capsys, "audit", "--target", target, "--candidates", tmp_path / "cands.jsonl",
+                             "--population", tmp / "pop.jsonl", "--null-sample", extra_file, "--fpr", "0.3",
+                             "--base-model", tiny_model_dir, "--out", out, *FAST)
+    assert code == 0, err
+    plan = MembershipPlan.load(out)
+    assert sorted(plan.null_sample("math")) == sorted(r.record_id for r in extra)
+    assert len(plan.population["math"]) == 6  # the whole population is the references'
+    table = pd.read_csv(out / "candidates.csv")
+    assert "is_member" not in table.columns and (table.flagged == (table.p_value <= 0.3)).all()
+    verdict = json.loads((out / "audit.json").read_text())["verdict"]
+    assert verdict["level"] == {"kind": "fpr", "value": 0.3} and verdict["warnings"] == []
+    assert "--null-sample" in verdict["null_source"] and verdict["epsilon"] is None
+    line = next(x for x in stdout.splitlines() if x.startswith("verdict: "))
+    assert line.startswith(("verdict: No evidence", "verdict: Candidates score higher", "verdict: The test is not"))
+    assert 'id="verdict"' in (out / "report.html").read_text()  # no labels: the report is the verdict
+
+
+def test_a_null_sample_holding_a_candidate_exits_2_and_writes_nothing(audit_inputs, tiny_model_dir, capsys,
+                                                                      tmp_path):
+    tmp, target, extra_file, extra = _background_inputs(tmp_path, audit_inputs)
+    stolen = json.loads((tmp / "cands.jsonl").read_text().splitlines()[2])
+    stolen.pop("meta", None)
+    _write_jsonl(extra_file, [extra[0].to_dict(), stolen])
+    out = tmp_path / "run"
+    code, _, err = _audit(capsys, tmp, target, out, "--null-sample", extra_file, base_model=tiny_model_dir)
+    assert code == 2 and f"{extra_file}, line 2" in err and "is also a candidate" in err, err
+    assert not out.exists()
+
+
+def test_an_audit_without_its_primary_attack_is_refused_before_it_runs():
+    from leakaudit.audit import audit_config
+    from leakaudit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="verdict rests on 'leaky'"):
+        audit_config(_request(overrides=["attacks=[{name: loss}, {name: leaky, label: leaky_x}]"]))
+    assert [a.display for a in audit_config(_request(overrides=["attacks=[{name: leaky}]"])).attacks] == ["leaky"]

@@ -1,4 +1,4 @@
-"""Bad-input corpus for study configs (issue 12, item 2): everything is checked by `load_config`, before any stage
+"""Bad-input corpus for study configs: everything is checked by `load_config`, before any stage
 runs or any file is written, and every error is a ConfigError naming the dotted location of the bad value."""
 
 import re

@@ -153,3 +153,15 @@ def test_audit_end_to_end_on_tiny_model(tmp_path, tiny_model_dir, capsys):
         assert not cand_ids & set(plan.members(m))
     assert set(plan.members("target")) == {r.record_id for i, r in enumerate(cands) if i % 2 == 0}
     assert (out / "report.html").is_file()
+
+
+def test_run_study_out_names_the_run_directory_as_audit_out_does(monkeypatch, tmp_path):
+    """`run-study --out DIR` runs in DIR (its parent as out_root, its name as the run's name); a shard in DIR-<domain>."""
+    from leakaudit.study import Study
+
+    roots = []
+    monkeypatch.setattr(Study, "run_all", lambda self: roots.append(self.run.root) or self.run.root)
+    assert main(["run-study", "--preset", "tiny", "--out", str(tmp_path / "studies" / "mine")]) == 0
+    assert main(["run-study", "--preset", "cpu-full", "--domain", "code", "--out", str(tmp_path / "full")]) == 0
+    assert main(["run-study", "--preset", "tiny", "--set", f"out_root={tmp_path}"]) == 0
+    assert roots == [tmp_path / "studies" / "mine", tmp_path / "full-code", tmp_path / "tiny"]

@@ -1,4 +1,4 @@
-"""Usage errors of every subcommand exit 2 with one line `error: ...` and no traceback (issue 12, item 7).
+"""Usage errors of every subcommand exit 2 with one line `error: ...` and no traceback.
 
 typer vendors its own click (typer._click), whose exceptions are not click's: these tests go through
 `leakaudit.cli.main` exactly as the console script does, so a usage error that escapes as an exception fails here.

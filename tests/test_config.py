@@ -106,7 +106,7 @@ def test_offline_presets_fit_their_pools(preset, tmp_path):
     assert len(read_jsonl(study.run.records)) == per_domain * len(cfg.data.domains)
     if cfg.data.n_teacher_records:
         assert len(read_jsonl(study.run.teacher_records)) == cfg.data.n_teacher_records * len(cfg.data.domains)
-    # issue 14's invariants on the preset's own plan: no candidate in any background, reference-only or teacher
+    # the regime's invariants on the preset's own plan: no candidate in any background, reference-only or teacher
     # set; every candidate IN for exactly half the students; one background for every trained model of a domain
     plan, teacher_ids = study.plan(), {r.record_id for r in read_jsonl(study.run.teacher_records)} \
         if cfg.data.n_teacher_records else set()
@@ -225,7 +225,7 @@ def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_b
     old_gpu_paper = validate_config({**yaml.safe_load(OLD_GPU_PAPER), "name": "gpu-paper"})
     assert _study_hash_on_a_bf16_native_machine(old_gpu_paper, monkeypatch) == "34fd1d7a7fbf"
     base = load_config(preset="tiny")
-    # issue 16's audit.* keys (an API target) exist only in an audit: checked on one, against the hash of the same
+    # the API target's audit.* keys exist only in an audit: checked on one, against the hash of the same
     # audit computed at b1649fd (before those keys existed)
     audit = ["audit.target=some/model", "audit.candidates=c.jsonl"]
     assert _study_hash_on_a_bf16_native_machine(load_config(preset="tiny", overrides=audit), monkeypatch) == \

@@ -126,7 +126,7 @@ def test_empty_hub_text_field_is_named(tmp_path, hub):
         hub("mbpp", data_files=bad)
 
 
-# ---------------------------------------------------------------- hub ids without a network (issue 12, item 7)
+# ---------------------------------------------------------------- hub ids without a network
 NO_SUCH_DATASET = "leakaudit-tests/no-such-dataset-0d81e5c"
 
 

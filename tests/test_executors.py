@@ -1,4 +1,4 @@
-"""Executors (issue 15): the local and Ray executors run every job and report each failure with its id; a Ray run
+"""Executors: the local and Ray executors run every job and report each failure with its id; a Ray run
 of the tiny study equals the local one; a raising job and a SIGKILLed worker are reported and the rerun resumes."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from sklearn.metrics import roc_auc_score
 
 from fake_run import fake_scores
 from leakaudit.errors import InputError
-from leakaudit.metrics import (POOLED, SingleClassError, _auc_statistic, headline_table, roc_metrics, summarise,
+from leakaudit.metrics import (POOLED, SingleClassError, _auc_statistic, roc_metrics, summarise,
                                tpr_at_fpr)
 
 # 3 members, 3 non-members; one member/non-member tie at 0.8.
@@ -109,28 +109,6 @@ def test_summarise_keeps_single_class_groups_as_nan():
     assert np.isnan(row["auroc"]) and row["n_pos"] == 20 and row["n_neg"] == 0
 
 
-def _metric_row(attack, family, domain, auroc, label=None):
-    return {"null_check": False, "level": "all" if domain == POOLED else "domain", "label": label or attack,
-            "attack": attack, "params": "{}", "family": family, "target": POOLED, "domain": domain,
-            "auroc": auroc, "auroc_lo": auroc - 0.05, "auroc_hi": auroc + 0.05, "tpr@0.01": auroc / 10,
-            "resolvable@0.01": True, "n_neg": 100}
-
-
-def test_headline_picks_best_baseline_per_family_and_domain():
-    rows = [_metric_row("leaky", "fresh", "math", 0.9), _metric_row("mean_gap", "fresh", "math", 0.8),
-            _metric_row("loss", "fixed", "math", 0.6), _metric_row("lira", "fixed", "math", 0.65),
-            _metric_row("leaky", "fresh", POOLED, 0.88), _metric_row("loss", "fixed", POOLED, 0.62),
-            _metric_row("lira", "fixed", POOLED, 0.61), _metric_row("blind_text", "blind", POOLED, 0.5)]
-    null = dict(_metric_row("loss", "fixed", POOLED, 0.99), null_check=True)  # must be ignored
-    h = headline_table(pd.DataFrame(rows + [null]))
-    got = {(r.domain, r.method): r.attack for r in h.itertuples()}
-    assert got == {("math", "Leaky"): "leaky", ("math", "best fresh baseline"): "mean_gap",
-                   ("math", "best fixed baseline"): "lira", ("all", "Leaky"): "leaky",
-                   ("all", "best fixed baseline"): "loss", ("all", "best blind baseline"): "blind_text"}
-    first = h.iloc[0]
-    assert first["AUROC [95% CI]"] == "0.900 [0.850, 0.950]" and first["TPR@1%"] == pytest.approx(0.09)
-
-
 def test_cluster_bootstrap_ignores_duplicated_rows_and_is_wider_than_row_bootstrap():
     """Pooled over targets a record appears once per target: the CI must resample records, not rows."""
     import numpy as np
@@ -151,63 +129,9 @@ def test_cluster_bootstrap_ignores_duplicated_rows_and_is_wider_than_row_bootstr
     assert m["auroc_lo"] == pytest.approx(single[0]) and m["auroc_lo"] <= m["auroc"] <= m["auroc_hi"]
 
 
-def _target_rows(values: dict[str, tuple[str, list[float]]], null_check: bool = False):
-    import pandas as pd
-
-    rows = []
-    for attack, (family, aurocs) in values.items():
-        for target, a in zip(["code-s0", "code-s1"], aurocs):
-            rows.append({"null_check": null_check, "level": "target", "label": attack, "attack": attack,
-                         "family": family, "target": target, "domain": "code", "auroc": a})
-    return pd.DataFrame(rows)
-
-
-def test_paper_statistics_golden_values():
-    """Mean over targets of per-target AUROC: Leaky; the max over baselines per target; the max over fresh-trajectory
-    baselines per target. Leaky in any reference design is never a baseline; blind text is not one; nulls ignored."""
-    import pandas as pd
-
-    from leakaudit.metrics import paper_statistics
-
-    real = _target_rows({"leaky": ("fresh", [0.9, 0.7]), "loss": ("fixed", [0.6, 0.8]),
-                         "rmia": ("fixed", [0.65, 0.5]), "fresh_loss": ("fresh", [0.55, 0.75]),
-                         "blind_text": ("blind", [0.99, 0.99]), "leaky@offline": ("fresh", [0.8, 0.6]),
-                         "fresh_gap_max@offline": ("fresh", [0.52, 0.77])})
-    null = _target_rows({"leaky": ("fresh", [0.1, 0.1]), "loss": ("fixed", [0.99, 0.99])}, null_check=True)
-    both = paper_statistics(pd.concat([real, null]))
-    calib = both[both.null_check].set_index(["domain", "design"])
-    assert calib.loc[("code", "matched")].leaky == pytest.approx(0.1)  # the null targets, as a calibration
-    assert calib.loc[("code", "matched")].strongest_baseline == pytest.approx(0.99)
-    out = both[~both.null_check].set_index(["domain", "design"])
-    row = out.loc[("code", "matched")]
-    assert row.leaky == pytest.approx(0.8) and row.n_targets == 2
-    assert row.strongest_baseline == pytest.approx((0.65 + 0.8) / 2)
-    assert row.strongest_fresh_baseline == pytest.approx((0.55 + 0.77) / 2)
-    assert row.strongest_most_often in {"rmia", "loss"}
-    off = out.loc[("code", "offline")]
-    assert off.leaky == pytest.approx(0.7) and off.strongest_baseline == row.strongest_baseline
-    assert out.loc[("all", "matched")].leaky == pytest.approx(0.8)
-
-
-def test_headline_gives_offline_leaky_its_own_row_and_never_counts_it_as_a_baseline():
-    import pandas as pd
-
-    from leakaudit.metrics import headline_table
-
-    rows = []
-    for attack, family, a in (("leaky", "fresh", 0.6), ("leaky@offline", "fresh", 0.9), ("fresh_loss", "fresh", 0.7),
-                              ("loss", "fixed", 0.8)):
-        rows.append({"null_check": False, "level": "domain", "label": attack, "attack": attack, "family": family,
-                     "target": "__all__", "domain": "code", "auroc": a, "auroc_lo": a - 0.1, "auroc_hi": a + 0.1,
-                     "tpr@0.01": 0.0, "resolvable@0.01": True, "n_neg": 10})
-    h = headline_table(pd.DataFrame(rows)).set_index("method")
-    assert h.loc["Leaky", "attack"] == "leaky" and h.loc["Leaky, offline references", "attack"] == "leaky@offline"
-    assert h.loc["best fresh baseline", "attack"] == "fresh_loss"
-
-
 @pytest.mark.parametrize("which", ["auroc_ci", "cluster_auroc_ci"])
 def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
-    """0/1 int labels used to index the scores (s[y] took rows 0 and 1 over and over): bench/pass_curve.py's first
+    """0/1 int labels used to index the scores (s[y] took rows 0 and 1 over and over): experiments/pass_curve.py's first
     run printed AUROC 0.576 with a 'CI' of [0.125, 0.406]. Now the same CI as bool labels, and it holds the AUROC."""
     import numpy as np
 
@@ -224,7 +148,7 @@ def test_bootstrap_cis_read_0_1_integer_labels_as_bool(which):
     assert as_bool[0] <= metrics.auroc(y, s) <= as_bool[1]
 
 
-# --- paired comparison of two attacks on the same records (issue 14: "Leaky's CI above the strongest baseline's")
+# --- paired comparison of two attacks on the same records (is Leaky's CI above the strongest baseline's?)
 
 def _frame(ids, y, s):
     return pd.DataFrame({"record_id": ids, "is_member": y, "score": s})
@@ -298,23 +222,3 @@ def test_paired_ci_is_narrower_than_two_separate_cis_for_correlated_attacks():
     lo_a, hi_a = cluster_auroc_ci(y, sa, ids, n_boot=500, seed=0)
     lo_b, hi_b = cluster_auroc_ci(y, sb, ids, n_boot=500, seed=0)
     assert r["delta_hi"] - r["delta_lo"] < 0.5 * ((hi_a - lo_a) + (hi_b - lo_b)) / 2
-
-
-def test_leaky_vs_baselines_uses_the_headline_pick_and_real_targets_only():
-    from leakaudit.metrics import leaky_vs_baselines, paired_auroc_difference
-    scores = fake_scores(seed=3)
-    # a null target where Leaky is perfect must not enter the comparison
-    null = scores[scores["null_check"]]
-    scores.loc[null.index, "score"] = np.where(null["attack"] == "leaky", null["is_member"].astype(float), 0.0)
-    metrics = summarise(scores, n_boot=0)
-    head = headline_table(metrics)
-    out = leaky_vs_baselines(scores, head, n_boot=200, seed=1)
-    fixed = out[(out["domain"] == "all") & (out["family"] == "fixed")].iloc[0]
-    best = head[(head["domain"] == "all") & (head["method"] == "best fixed baseline")].iloc[0]["attack"]
-    assert fixed["baseline"] == best
-    real = scores[~scores["null_check"]]
-    by = lambda a: real[real["attack"] == a]  # noqa: E731
-    expect = paired_auroc_difference(by("leaky"), by(best), n_boot=200, seed=1)
-    assert fixed["delta"] == pytest.approx(expect["delta"]) and fixed["delta_lo"] == pytest.approx(expect["delta_lo"])
-    assert fixed["verdict"] == "Leaky above" and expect["delta_lo"] > 0  # fake Leaky's signal 2.5 against 0.6
-    assert set(out["domain"]) == set(head["domain"])

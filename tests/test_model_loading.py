@@ -1,4 +1,4 @@
-"""Model loading (issue 12, items 7 and 9): a hub id that does not exist fails at once without a network, pickled
+"""Model loading: a hub id that does not exist fails at once without a network, pickled
 weights are refused everywhere a model directory is loaded, and `trust_remote_code` reaches every load."""
 
 from __future__ import annotations
@@ -291,3 +291,35 @@ def test_trust_remote_code_reaches_a_lora_student_load(recorded_loads, tmp_path,
     load_model(str(out), trust_remote_code=True)
     assert _flags(recorded_loads, "peft") == [True]
     assert set(_flags(recorded_loads, "model")) <= {True}
+
+
+def test_a_bare_hub_id_is_a_hub_reference(offline_hub, monkeypatch, tmp_path):
+    """'gpt2' (no owner) is a hub id, as from_pretrained takes it: looked up in the cache, named when absent."""
+    import huggingface_hub
+
+    from leakaudit.models import resolve_model_ref
+
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda repo_id, filename, **kw: None)
+    with pytest.raises(InputError, match=r"model 'gpt2' is not a local directory, offline mode is on"):
+        resolve_model_ref("gpt2")
+    snapshot = tmp_path / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache",
+                        lambda repo_id, filename, **kw: str(snapshot / filename) if repo_id == "gpt2" else None)
+    assert resolve_model_ref("gpt2") == str(snapshot)
+    with pytest.raises(InputError, match="unknown model reference"):
+        resolve_model_ref("not a model!")  # not a hub id, not a path
+def test_a_model_load_prints_no_transformers_progress_bar_and_restores_its_settings(tiny_model_dir, capfd):
+    """A study loads a model per job: transformers' own "Loading weights" bar and messages stay out of its log."""
+    from transformers.utils import logging as hf_logging
+
+    from leakaudit.models import load_model
+
+    hf_logging.enable_progress_bar()
+    before = hf_logging.get_verbosity()
+    capfd.readouterr()
+    load_model(str(tiny_model_dir))
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "it/s" not in err
+    assert hf_logging.is_progress_bar_enabled() and hf_logging.get_verbosity() == before

@@ -77,3 +77,20 @@ def test_audit_student_shows_metrics_with_labels(fake_run, monkeypatch):
     nb = run_notebook("audit_student.ipynb", fake_run, monkeypatch)
     assert not outputs(nb, "error")
     assert "labels: True" in texts(nb) and "auroc" in texts(nb)
+
+
+@pytest.mark.parametrize("name, default_of", [("audit_student.ipynb", "audit"), ("explore_study.ipynb", "study")])
+def test_each_notebook_reads_its_commands_default_run_directory(name, default_of):
+    """Without LEAKAUDIT_RUN the audit notebook reads where `leakaudit audit` writes by default, the study notebook
+    where `make study` (the default preset) does."""
+    import re
+    from dataclasses import fields
+
+    from leakaudit.audit import AuditRequest
+    from leakaudit.config import load_config
+
+    source = "\n".join(c.source for c in nbformat.read(NOTEBOOKS / name, as_version=4).cells if c.cell_type == "code")
+    found = re.findall(r'os\.environ\.get\("LEAKAUDIT_RUN", "([^"]+)"\)', source)
+    want = (next(f.default for f in fields(AuditRequest) if f.name == "out") if default_of == "audit"
+            else load_config(preset="default").run_dir)
+    assert found == [str(want)]

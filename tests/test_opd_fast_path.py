@@ -1,4 +1,4 @@
-"""The OPD step's speed levers (issue 13): micro-batched updates, the bf16 rollout copy, fused AdamW.
+"""The OPD step's speed levers: micro-batched updates, the bf16 rollout copy, fused AdamW.
 
 Each lever either computes the same thing as the plain path (micro-batches, fused AdamW: equal to float rounding in
 fp32) or a stated bf16 approximation of it (the rollout copy: the student's weights rounded to bf16, LoRA merged).

@@ -18,6 +18,7 @@ from leakaudit.errors import ConfigError, InputError
 from leakaudit.io import write_json, write_text
 from leakaudit.locks import RUN_LOCK
 from leakaudit.membership import keep_matrix_plan
+from leakaudit.metrics import normalise_scores, normalise_within_target
 from leakaudit.pool import POOL_FILE, first_difference, pool_runs
 from leakaudit.rundir import RunDir
 
@@ -80,8 +81,8 @@ def write_shard(root: Path, domain: str, *, preset: str = "cpu-full", overrides=
             f.write(json.dumps({"record_id": f"{domain}-r{i:03d}", "domain": domain, "prompt": f"Q{i} ({domain})?",
                                 "privileged": f"solution {i}", "answer": str(i), "source": "fake",
                                 "meta": {}}) + "\n")
-    # a real card (run MO0's, medical), relabelled to this shard's domain
-    card = (REPO / "bench/results/default_runs/MO0_regime_medical_prepared_offline4_seed0/realism.json").read_text()
+    # a real card (the medical study's with offline references, seed 0), relabelled to this shard's domain
+    card = (REPO / "tests/fixtures/realism_medical.json").read_text()
     write_text(rd.realism, card.replace('"medical', f'"{domain}'))
     write_json(rd.env, {"cpu": f"machine of {domain}"})
     write_json(rd.teacher_literalness, {"teacher": "prepared", "teacher_model": "models/_teacher",
@@ -118,21 +119,22 @@ def test_pool_keeps_each_domains_rows_and_pools_over_all_targets(pooled):
     real = scores[(scores.attack == "leaky") & ~scores.null_check]
     row = metrics[(metrics.level == "all") & (metrics.attack == "leaky") & ~metrics.null_check.astype(bool)].iloc[0]
     assert row.n_targets == 4  # code-0, code-1, math-0, math-1
-    assert row.auroc == pytest.approx(roc_auc_score(real.is_member, real.score))
+    # pooled rows read each target's scores after the label-free robust z-score within it (one scale)
+    z = normalise_within_target(normalise_scores(real))
+    assert row.auroc == pytest.approx(roc_auc_score(z.is_member, z.score))
     for target, g in real.groupby("target"):
         t = metrics[(metrics.level == "target") & (metrics.attack == "leaky") & (metrics.target == target)].iloc[0]
         assert t.auroc == pytest.approx(roc_auc_score(g.is_member, g.score))
 
 
-def test_pool_reports_the_published_statistics_over_every_target(pooled):
+def test_pool_reports_the_mean_per_target_auroc_over_every_target(pooled):
     out, _ = pooled
     metrics = pd.read_csv(out / "metrics.csv")
-    paper = json.loads((out / "metrics.json").read_text())["paper_statistics"]
-    per_target = metrics[(metrics.level == "target") & (metrics.attack == "leaky")
-                         & ~metrics.null_check.astype(bool)]
-    allrow = next(r for r in paper if r["domain"] == "all" and not r["null_check"] and r["design"] == "matched")
-    assert allrow["n_targets"] == 4
-    assert allrow["leaky"] == pytest.approx(per_target.auroc.mean())
+    real = ~metrics.null_check.astype(bool)
+    per_target = metrics[(metrics.level == "target") & (metrics.attack == "leaky") & real]
+    mean = metrics[(metrics.level == "target_mean") & (metrics.label == "leaky") & (metrics.domain == "*") & real]
+    assert mean.iloc[0].n_targets == 4
+    assert mean.iloc[0].auroc == pytest.approx(per_target.auroc.mean())
 
 
 def test_pool_records_its_shards_and_joins_their_cards(pooled):
@@ -170,16 +172,16 @@ def test_run_table_reads_a_pool_of_several_domains(pooled):
     run_table = bench_script("run_table")
     m = pd.read_csv(out / "metrics.csv")
     real = ~m.null_check.astype(bool)
-    every = m[(m.level == "all") & (m.attack == "leaky") & real].iloc[0]
-    math = m[(m.level == "domain") & (m.attack == "leaky") & (m.domain == "math") & real].iloc[0]
+    every = m[(m.level == "target_mean") & (m.label == "leaky") & (m.domain == "*") & real].iloc[0]
+    math = m[(m.level == "target_mean") & (m.label == "leaky") & (m.domain == "math") & real].iloc[0]
     label = "**Leaky** (target − max OUT reference, rectified)"
     cells = run_table.column(out)
     assert cells[label] == f"{every.auroc:.3f} [{every.auroc_lo:.3f}, {every.auroc_hi:.3f}]"
-    assert cells["targets / members / non-members (pooled rows)"].startswith("4 / ")
+    assert cells["targets / members / non-members (all targets)"].startswith("4 / ")
     assert "[code] realism: sample entropy, nats/token: members / held out" in cells
     cells = run_table.column(out, "math")
     assert cells[label] == f"{math.auroc:.3f} [{math.auroc_lo:.3f}, {math.auroc_hi:.3f}]"
-    assert cells["targets / members / non-members (pooled rows)"].startswith("2 / ")
+    assert cells["targets / members / non-members (all targets)"].startswith("2 / ")
     assert "realism: sample entropy, nats/token: members / held out" in cells  # one domain: rows unlabelled
     assert not any(k.startswith("[code]") for k in cells)
     with pytest.raises(SystemExit, match="--domain chess: not a domain of this run"):
@@ -280,11 +282,9 @@ def test_pool_refuses_a_shard_or_pooled_directory_another_process_holds(tmp_path
     assert (out / "metrics.csv").is_file()
 
 
-def test_run_table_says_when_tpr_at_1pct_is_the_tpr_at_fpr_0():
-    """1% of 96 negatives is under one false positive, so one run's TPR@1% is its TPR at FPR 0; 288 resolve it."""
+def test_run_table_says_when_tpr_at_1pct_is_not_resolvable():
+    """1% of 96 negatives is under one false positive: the run table says so instead of printing the TPR at FPR 0."""
     run_table = bench_script("run_table")
-    kept = Path(__file__).resolve().parents[1] / "bench" / "results" / "default_runs"
-    key = "TPR@1% FPR: Leaky / fresh_loss / LOSS / RMIA (negatives)"
-    assert run_table.column(kept / "ME8off8-4_regime_math_prepared_e8_offline8_seed4")[key].endswith(
-        "(96: = TPR at FPR 0)")
-    assert run_table.column(kept / "CFP3_cpu-full-pooled_all_domains_seed0")[key].endswith("(288)")
+    key = "TPR@1% FPR, normalised pool: leaky@offline / fresh_loss / LOSS / RMIA (negatives)"
+    assert run_table.column(REPO / "results" / "regime_math_prepared_e8_offline8_seed4")[key] == \
+        "not resolvable (96 negatives)"

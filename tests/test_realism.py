@@ -1,4 +1,4 @@
-"""The realism card (issue 14): golden values by hand for the Monte-Carlo KL / entropy, the sample statistics and the
+"""The realism card: golden values by hand for the Monte-Carlo KL / entropy, the sample statistics and the
 per-domain quality measures; and end to end, over the fake run of tests/fake_run.py with a plan, students' meta.json
 and fresh signals (write_fake_realism), that build_report writes realism.json with the training-set counts of the
 meta files, the hand-computed KL, entropy and quality, and a "Targets: realism card" section in report.html."""

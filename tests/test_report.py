@@ -10,7 +10,7 @@ import pytest
 
 from fake_run import write_fake_run
 from leakaudit.errors import InputError
-from leakaudit.report import build_report, candidate_table, load_run
+from leakaudit.report import build_report, candidate_table, load_run, run_metrics
 from leakaudit.report.leakmap import _layout
 
 SECRET = "SECRET-PATIENT-4711"
@@ -38,31 +38,37 @@ def test_metrics_files_agree_and_carry_provenance(built):
     root, _ = built
     meta = json.loads((root / "metrics.json").read_text())
     csv = pd.read_csv(root / "metrics.csv")
-    assert len(meta["results"]) == len(csv) == 40
+    assert len(meta["results"]) == len(csv)
+    assert (csv["level"] != "target_mean").sum() == 40  # summarise's levels: per target, per domain, overall
+    # target_mean: real targets in math, code and all (4 attacks + 1 per-target maximum each); null: math only
+    assert csv[csv["level"] == "target_mean"].groupby("null_check").size().to_dict() == {False: 15, True: 5}
     assert meta["config_hash"].startswith("sha256:") and meta["seeds"] == {"bootstrap": 0, "study": 7, "env": 7}
     assert meta["bootstrap"]["n_boot"] == 200 and meta["versions"]["numpy"]
     assert meta["inputs"]["scores.parquet"]["rows"] == 800
     leaky_all = csv[(csv["level"] == "all") & ~csv["null_check"] & (csv["attack"] == "leaky")].iloc[0]
     assert leaky_all["auroc"] > 0.9 and leaky_all["n_neg"] == 80
     assert all(r["straddles_0.5"] for r in meta["null_check"])  # fake null target has no signal
-    versus = {(r["domain"], r["family"]): r for r in meta["leaky_vs_baselines"]}
-    assert set(versus) == {("code", "fixed"), ("math", "fixed"), ("all", "fixed")}  # the fake has no fresh baseline
-    assert versus[("all", "fixed")]["verdict"] == "Leaky above" and versus[("all", "fixed")]["n_boot"] == 200
+    head = {(r["domain"], r["method"]): r for r in meta["headline"]}
+    best = head[("all", "best OUT-only baseline")]
+    assert best["attack"] in {"loss", "min_k"} and best["delta_lo"] > 0  # the planted signal: Leaky above
+    assert head[("all", "Leaky")]["auroc"] > 0.9 and head[("all", "Leaky")]["n_targets"] == 4
+    assert ("all", "best online attack (IN+OUT)") not in head  # the fake has no online attack
 
 
 def test_html_is_self_contained_with_headline_and_images(built):
     root, html_path = built
     page = html_path.read_text()
     headline = json.loads((root / "metrics.json").read_text())["headline"]
-    assert [(h["domain"], h["method"]) for h in headline[:3]] == [
-        ("code", "Leaky"), ("code", "best fixed baseline"), ("code", "best blind baseline")]
-    assert "<h2>Headline</h2>" in page
+    assert [(h["domain"], h["method"]) for h in headline[:4]] == [
+        ("code", "Leaky"), ("code", "best OUT-only baseline"), ("code", "paper: max OUT-only baseline per target"),
+        ("code", "blind text (check)")]
+    assert "<h2>Headline: mean per-target AUROC</h2>" in page
     for h in headline:  # every headline cell is on the page
-        assert f"<td>{h['AUROC [95% CI]']}</td>" in page
+        assert f"<td>{h['mean per-target AUROC [95% CI]']}</td>" in page
     assert page.count('src="data:image/png;base64,') == 6
     assert not re.search(r'src="(?!data:)', page)  # nothing loaded from outside the page
     assert "Number of negatives" in page and "Null check passed" in page
-    assert "Leaky against the strongest baselines (paired)" in page
+    assert "Every attack: mean per-target AUROC" in page
     assert SECRET in page  # not redacted by default: the config shows it
 
 
@@ -97,14 +103,15 @@ def test_unlabelled_audit_gets_a_candidate_ranking(tmp_path):
     scores = scores[scores["target"] == "math-0"].assign(is_member=None)
     scores.to_parquet(root / "scores.parquet")
     page = build_report(root, n_boot=0).read_text()
-    assert "<h2>Candidates</h2>" in page and "<h2>Headline</h2>" not in page
+    assert "<h2>Candidates</h2>" in page and "<h2>Headline" not in page
     assert json.loads((root / "metrics.json").read_text())["results"] == []
 
 
 def test_load_run_and_candidate_table(built):
     root, _ = built
     run = load_run(root)
-    assert run.config["seed"] == 7 and run.leak_map["record_id"] == "math-r000" and len(run.metrics) == 40
+    assert run.config["seed"] == 7 and run.leak_map["record_id"] == "math-r000"
+    assert len(run_metrics(run)) == 40 < len(run.metrics)  # metrics.csv also holds the target_mean rows
     table = candidate_table(run.scores[run.scores["target"] == "math-0"])
     assert len(table) == 40 and {"leaky", "loss", "min_k", "blind_text", "is_member"} <= set(table.columns)
     assert table["leaky"].is_monotonic_decreasing
@@ -117,28 +124,31 @@ def test_leak_map_layout_wraps_and_breaks_lines():
     assert lay == [(0, 0, "abc"), (0, 3, "defg"), (0, 7, "↵"), (1, 0, "hi"), (2, 0, "jklmnop")]
 
 
-def test_run_leaky_vs_baselines_reads_the_report_and_else_computes(built, tmp_path):
-    from leakaudit.report import run_leaky_vs_baselines
+def test_run_headline_reads_the_report_and_else_computes(built, tmp_path):
+    from leakaudit.report import run_headline
 
     root, _ = built
-    stored = run_leaky_vs_baselines(load_run(root), n_boot=7)  # the report's (200 resamples), not recomputed
-    assert list(stored["n_boot"]) == [200] * len(stored)
+    stored = run_headline(load_run(root), n_boot=7)  # the report's, not recomputed
+    meta = json.loads((root / "metrics.json").read_text())
+    want = [float("nan") if h["auroc_lo"] is None else h["auroc_lo"] for h in meta["headline"]]
+    assert stored["auroc_lo"].astype(float).tolist() == pytest.approx(want, nan_ok=True)
     fresh = write_fake_run(tmp_path / "unbuilt", secret=SECRET)  # no metrics.json: computed now
-    computed = run_leaky_vs_baselines(load_run(fresh), n_boot=50)
-    assert list(computed["n_boot"]) == [50] * len(computed)
-    assert computed[["domain", "family", "baseline"]].values.tolist() == stored[["domain", "family", "baseline"]].values.tolist()
+    computed = run_headline(load_run(fresh), n_boot=50)
+    assert computed[["domain", "method", "attack"]].values.tolist() == stored[["domain", "method", "attack"]].values.tolist()
 
 
-def test_cli_prints_the_paired_comparison_under_the_headline(built, capsys):
+
+def test_cli_prints_the_mean_per_target_headline_with_paired_differences(built, capsys):
     from leakaudit.cli import _print_headline
 
     root, _ = built
     _print_headline(root)
     out = capsys.readouterr().out
-    row = next(r for r in json.loads((root / "metrics.json").read_text())["leaky_vs_baselines"]
-               if r["domain"] == "all")
-    assert "Leaky against the strongest baselines, paired" in out
-    assert f"all: leaky − best fixed baseline ({row['baseline']}) {row['Δ AUROC [95% CI]']}: Leaky above" in out
+    row = next(r for r in json.loads((root / "metrics.json").read_text())["headline"]
+               if r["domain"] == "all" and r["method"] == "best OUT-only baseline")
+    assert "Mean per-target AUROC [95% CI]; Δ = Leaky − row, paired" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("all") and "best OUT-only baseline" in x)
+    assert row["mean per-target AUROC [95% CI]"] in line and f"Δ {row['Δ Leaky − this [95% CI]']}" in line
 
 
 def test_null_verdict_reads_every_leaky_design():

@@ -1,4 +1,4 @@
-"""The report names the run's teacher and shows how literal it was (issue 14: "every run's report names which
+"""The report names the run's teacher and shows how literal it was ("every run's report names which
 teacher it used and measures how literal it was"): hand-made teacher_literalness.json / sample_literalness.json /
 models/_teacher/meta.json with known values over the synthetic run of tests/fake_run.py -> exact strings in
 report.html, metrics.json and the text the CLI prints; runs made before the files existed say "not measured"."""

@@ -1,4 +1,4 @@
-"""leakaudit.data.restate: golden transforms per domain, nothing executed, structure preserved (issue 14 item 2)."""
+"""leakaudit.data.restate: golden transforms per domain, nothing executed, structure preserved."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The restated teacher (teacher.kind: restated) and the literalness measurements every run writes
-(issue 14 item 2): SFT on restatements, never on a candidate, end to end on the tiny preset."""
+"""The restated teacher (teacher.kind: restated) and the literalness measurements every run writes:
+SFT on restatements, never on a candidate, end to end on the tiny preset."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def test_restated_study_resumes_and_old_runs_without_the_files_still_resume(rest
 
 @pytest.mark.heavy  # the module's whole restated-teacher study
 def test_restated_study_report_names_its_teacher_and_shows_the_literalness_it_measured(restated_run):
-    """The report stage reads both literalness files and the teacher's meta.json (issue 14: every run's report
+    """The report stage reads both literalness files and the teacher's meta.json (every run's report
     names which teacher it used and measures how literal it was)."""
     from leakaudit.literalness import load
     from leakaudit.report.teacher import literalness_summary

@@ -214,7 +214,7 @@ def test_ends_epoch_marks_the_last_step_of_each_epoch():
 
 def test_epoch_hook_sees_each_epochs_model_and_changes_no_weight(trained, tiny_model_dir):
     """The hook is called once per epoch, after its last step, with the student as it is then; scoring with it
-    under no_grad (as bench/pass_curve.py does) leaves training bit-identical to a run without the hook."""
+    under no_grad (as experiments/pass_curve.py does) leaves training bit-identical to a run without the hook."""
     records, root, out = trained
     seen: list[tuple[int, dict[str, torch.Tensor], bool]] = []
 

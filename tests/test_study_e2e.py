@@ -260,7 +260,7 @@ def test_several_null_students_are_trained_attacked_and_pooled_in_the_null_check
     assert nulls["leaky"]["n_targets"] == 2 and nulls["leaky"]["n_pos"] + nulls["leaky"]["n_neg"] == 2 * len(cand)
 
 
-# ---- resume checks and bad input (issue 12, items 3-6 and 10) --------------------------------------------------
+# ---- resume checks and bad input ----------------------------------------------------------------------------
 def _copy_run(finished_run, tmp_path):
     """A copy of the finished run under the same name (the name is part of the config)."""
     import shutil
@@ -480,7 +480,7 @@ def test_run_all_until_stops_after_that_stage_and_a_later_run_resumes(tmp_path, 
         ["records", "plan"]
     assert not (root / "models").exists() or not any((root / "models").iterdir())
     # again on the finished prefix: every stage up to `until` is skipped, and it still stops there (it ran the
-    # whole study before the fix, which is how bench/pass_curve.py's rerun trained students without its hook)
+    # whole study before the fix, which is how experiments/pass_curve.py's rerun trained students without its hook)
     Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).run_all(until="plan")
     assert stage_marks.read_mark(root, "teacher") is None and stage_marks.read_mark(root, "students") is None
 
@@ -494,7 +494,7 @@ def test_run_all_until_an_unknown_stage_is_refused_before_anything_is_written(tm
 @pytest.mark.heavy
 def test_one_student_trained_by_hand_with_an_epoch_hook_is_reused_by_the_full_run(tmp_path, tiny_model_dir,
                                                                                     finished_run):
-    """bench/pass_curve.py's flow: stop after the teacher, train one student with an epoch hook, then the full
+    """experiments/pass_curve.py's flow: stop after the teacher, train one student with an epoch hook, then the full
     run reuses it (its DONE untouched) and every score equals the run made without the hook."""
     cfg = _cfg(tmp_path, tiny_model_dir)
     study = Study(cfg, progress=False, log=lambda m: None)

@@ -1,4 +1,4 @@
-"""The vLLM backend against a stand-in `vllm` (tests/fake_vllm.py) that records what it is given (issue 12, item 9).
+"""The vLLM backend against a stand-in `vllm` (tests/fake_vllm.py) that records what it is given.
 
 open_backend("vllm", ...) is called with the options a study passes (score_batch_size, autocast_bf16, the
 vocabulary-statistics top-k, trust_remote_code): vllm.LLM must get none of the transformers-only options, and
@@ -176,7 +176,7 @@ def test_tiny_study_end_to_end_on_the_vllm_backend(trainers_imported, fake_vllm,
     assert (root / "report.html").is_file()
     opened = [llm.kwargs for llm in fake_vllm.llms]
     # each of the 5 targets to sample; base, 4 students and null to score; the teacher once more, for the teacher
-    # stage's literalness scores (leakaudit.literalness, issue 14)
+    # stage's literalness scores (leakaudit.literalness)
     assert len(opened) == 5 + 6 + 1
     for kwargs in opened:
         assert not {"score_batch_size", "autocast_bf16"} & set(kwargs)

@@ -4,7 +4,7 @@ The student sees the signature and docstring and is asked for the body only; the
 body, i.e. exactly the record-specific content the prompt cannot reveal. (Until 2026-11-30 the privileged text and
 the requested answer were the whole function: the students' first ~60 tokens then restated the prompt's docstring,
 which every student learns alike, and a 48-token training completion never reached the solution — the default
-study's trajectories carried nothing record-specific; bench/results/offline_reference_runs_ABC.json, README.)
+study's trajectories carried nothing record-specific; experiments/results/offline_reference_runs_ABC.json, README.)
 """
 
 from __future__ import annotations

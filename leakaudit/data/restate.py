@@ -1,5 +1,5 @@
 """Deterministic restatements of a record's privileged text in another surface form: the SFT targets of the
-*restated* teacher (`teacher.kind: restated`, issue 14 item 2).
+*restated* teacher (`teacher.kind: restated`).
 
 The copying teacher (`teacher.kind: prepared`) is fine-tuned to reproduce the privileged text from its context,
 so the students are pulled toward the very tokens the fixed-text attacks score. The restated teacher is

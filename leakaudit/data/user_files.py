@@ -17,7 +17,8 @@ from typing import Any, Iterator, Mapping
 
 import pandas as pd
 
-from leakaudit.data.records import Record, decode_utf8, jsonl_rows, validate_record_dict
+from leakaudit.data.records import (JsonShapeError, Record, decode_utf8, jsonl_rows, loads_strict,
+                                    validate_record_dict)
 from leakaudit.data.registry import register_source
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.io import read_parquet
@@ -85,9 +86,11 @@ def row_to_record_dict(row: dict[str, Any], mapping: dict[str, str], *, domain: 
             continue
         if name == "meta" and isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = loads_strict(value)
             except json.JSONDecodeError as e:
                 raise InputError(f"is not a JSON object: {e.msg}", path=str(path), line=line, field=column) from e
+            except JsonShapeError as e:
+                raise InputError(f"is not a record's meta: {e}", path=str(path), line=line, field=column) from None
         out[name] = value
     out.setdefault("domain", domain)
     out.setdefault("source", f"file:{path.name}")
@@ -103,15 +106,25 @@ def load_user_file(*, seed: int = 0, path: str | Path | None = None, columns: Ma
     path = Path(path)
     if not path.is_file():
         raise InputError("no such file", path=str(path))
-    mapping = resolve_columns(columns)
     header, rows = read_rows(path)
+    return records_from_rows(header, rows, resolve_columns(columns), domain=domain, path=path)[0]
+
+
+def records_from_rows(header: list[str] | None, rows: Iterator[tuple[int, dict[str, Any]]], mapping: dict[str, str],
+                      *, domain: str, path: Path | str) -> tuple[list[Record], list[int]]:
+    """(validated Records, the line of each) from numbered rows; `header` (None for JSONL) is checked for the
+    required columns first. InputError naming path, line and field; an empty input is an error too."""
+    path = Path(path)
     if header is not None:
         for name in REQUIRED:
             if mapping[name] not in header:
                 raise InputError(f"column '{mapping[name]}' not found (columns: {', '.join(header)})",
                                  path=str(path), field=name)
-    records = [validate_record_dict(row_to_record_dict(row, mapping, domain=domain, path=path, line=line),
-                                    path=str(path), line=line) for line, row in rows]
+    records, lines = [], []
+    for line, row in rows:
+        records.append(validate_record_dict(row_to_record_dict(row, mapping, domain=domain, path=path, line=line),
+                                            path=str(path), line=line))
+        lines.append(line)
     if not records:
         raise InputError("contains no records", path=str(path))
-    return records
+    return records, lines

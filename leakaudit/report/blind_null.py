@@ -5,14 +5,14 @@
 attack on the fixed text can score that difference instead of memorisation. Its AUROC is not compared with 0.5:
 with few records an out-of-fold classifier is biased BELOW 0.5 under labels that carry nothing (each fold's
 training set is short of the held-out record's class; 0.384 on average at 16 candidates,
-bench/results/blind_text_null_16cands.json), so the comparison is with its own null, computed here as
-bench/blind_text_null.py does but in the pipeline: the whole cross-validated classifier is refitted on
+experiments/results/blind_text_null_16cands.json), so the comparison is with its own null, computed here as
+experiments/blind_text_null.py does but in the pipeline: the whole cross-validated classifier is refitted on
 relabelled candidates and its AUROC recomputed.
 
 Relabelling (what the design could have produced): within a domain one uniform permutation of the candidates is
 applied to the columns of the keep matrix, i.e. every target's labels at once (label'_t(r) = label_t(pi(r))).
 Each target keeps its member count, each record its number of IN targets, and a balanced design stays balanced;
-a target's labels alone are then a uniform draw of its member count among its candidates (bench/blind_text_null.py's
+a target's labels alone are then a uniform draw of its member count among its candidates (experiments/blind_text_null.py's
 draw). Targets whose candidate sets differ are relabelled separately (an audit: within its one target). Domains
 are relabelled independently. Null targets are left out (they borrow a real target's labels: same texts, same
 labels, the same classifier). Levels as in metrics.csv: per target, pooled per domain, pooled over all.

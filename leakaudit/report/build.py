@@ -16,8 +16,9 @@ import yaml
 from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.literalness import load as load_literalness
 from leakaudit.realism import realism_card
-from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, attack_base, fpr_label, headline_table, leaky_vs_baselines,
-                               paper_statistics, resolvable_key, summarise, tpr_key)
+from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, attack_base, fpr_label, normalise_scores, resolvable_key,
+                               summarise, tpr_key)
+from leakaudit.per_target import headline_table, mean_target_tables
 from leakaudit.report import html as H
 from leakaudit.report import plots
 from leakaudit.report.api_section import api_section, load_api
@@ -31,9 +32,19 @@ from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
 from leakaudit.report.realism_section import realism_section, realism_summary
 from leakaudit.report.redact import Redactor
 from leakaudit.report.teacher import literalness_summary, teacher_info, teacher_section
+from leakaudit.report.verdict_section import read_verdict, verdict_section
 from leakaudit.rundir import RunDir
 
 SCHEMA_VERSION = 1
+_BOOTSTRAP_METHOD = ("percentile; mean per-target AUROC: two-level (targets with replacement, then members and "
+                     "non-members within each drawn target), the same draws for every attack (paired differences); "
+                     "one target: stratified by label; pooled rows: records as clusters")
+_DEFINITIONS = {"primary statistic": "mean over targets of the per-target AUROC (metrics.csv level target_mean)",
+                "pooled rows": "scores robust-z-normalised within each target before pooling (label-free)",
+                "threat_model": "OUT-only: references trained without the candidate, or none; IN+OUT: references "
+                                "trained on the candidate too (online LiRA / RMIA); check: reads labels (blind text)",
+                "tpr@a": "largest TPR over thresholds with FPR <= a", "nan_scores": "lowest score",
+                "resolvable@a": "a * n_neg >= 1"}
 
 
 def compute_metrics(run: RunData, *, n_boot: int, seed: int) -> pd.DataFrame:
@@ -44,29 +55,42 @@ def compute_metrics(run: RunData, *, n_boot: int, seed: int) -> pd.DataFrame:
     return summarise(labelled.assign(is_member=labelled["is_member"].astype(bool)), n_boot=n_boot, seed=seed)
 
 
-def compute_leaky_vs_baselines(run: RunData, headline: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataFrame:
-    """`leakaudit.metrics.leaky_vs_baselines` over the run's labelled rows (empty for an unlabelled audit)."""
+def compute_mean_target(run: RunData, *, n_boot: int, seed: int) -> pd.DataFrame:
+    """`leakaudit.per_target.mean_target_tables` over the run's labelled rows (empty for an unlabelled audit)."""
     labelled = run.labelled
-    return leaky_vs_baselines(labelled.assign(is_member=labelled["is_member"].astype(bool)), headline,
+    if labelled.empty:
+        return pd.DataFrame()
+    return mean_target_tables(normalise_scores(labelled.assign(is_member=labelled["is_member"].astype(bool))),
                               n_boot=n_boot, seed=seed)
 
 
-def run_leaky_vs_baselines(run: RunData, metrics: pd.DataFrame | None = None, *, n_boot: int = 200,
-                           seed: int = 0) -> pd.DataFrame:
-    """The run's metrics.json leaky_vs_baselines when the report was built with them, else computed now (for
-    notebooks; `metrics` as from run_metrics)."""
+def run_headline(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """The run's metrics.json headline when the report was built with the mean per-target statistic, else computed
+    now (for notebooks)."""
     meta = RunDir(run.root).metrics_json
-    stored = json.loads(meta.read_text()).get("leaky_vs_baselines") if meta.is_file() else None
-    if stored is not None:
+    stored = json.loads(meta.read_text()).get("headline") if meta.is_file() else None
+    if stored and "mean per-target AUROC [95% CI]" in stored[0]:
         return pd.DataFrame(stored)
-    metrics = run_metrics(run, n_boot=n_boot, seed=seed) if metrics is None else metrics
-    headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
-    return compute_leaky_vs_baselines(run, headline, n_boot=n_boot, seed=seed)
+    return headline_table(compute_mean_target(run, n_boot=n_boot, seed=seed),
+                          run_metrics(run, n_boot=n_boot, seed=seed))
+
+
+def metrics_csv_rows(metrics: pd.DataFrame, mean_target: pd.DataFrame) -> pd.DataFrame:
+    """metrics.csv: summarise's rows, then the mean per-target rows as level 'target_mean' (auroc = the mean over
+    targets of the per-target AUROC, auroc_lo/hi its two-level bootstrap CI, delta* = primary Leaky − this)."""
+    if mean_target.empty:
+        return metrics
+    m = mean_target.assign(level="target_mean", target=POOLED,
+                           domain=mean_target["domain"].where(mean_target["domain"] != "all", POOLED))
+    return pd.concat([metrics, m], ignore_index=True)
 
 
 def run_metrics(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
-    """The run's metrics.csv when the report was built, else computed now (for notebooks)."""
-    return run.metrics if run.metrics is not None else compute_metrics(run, n_boot=n_boot, seed=seed)
+    """The run's metrics.csv rows of summarise's levels (target, domain, all) when the report was built, else
+    computed now (for notebooks)."""
+    if run.metrics is not None:
+        return run.metrics[run.metrics["level"].isin(["target", "domain", "all"])].reset_index(drop=True)
+    return compute_metrics(run, n_boot=n_boot, seed=seed)
 
 
 def compute_blind_null(run: RunData, metrics: pd.DataFrame, *, n_perm: int = BLIND_NULL_PERMUTATIONS,
@@ -216,7 +240,8 @@ def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, lea
         name = f"roc_{_slug(domain)}"
         made[name] = plots.save_png(plots.roc_figure(g, title=str(domain)), out_dir / f"{name}.png")
     if not headline.empty:
-        labels = list(dict.fromkeys(headline[headline["domain"] == "all"]["attack"]))
+        last = headline["domain"].iloc[-1]
+        labels = [a for a in dict.fromkeys(headline[headline["domain"] == last]["attack"]) if a in set(real["label"])]
         made["score_distributions"] = plots.save_png(plots.score_distribution_figure(real, labels),
                                                      out_dir / "score_distributions.png")
     nulls = null_check_table(metrics)
@@ -246,9 +271,8 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     leak_map = redactor.leak_map(run.leak_map) if (redactor and run.leak_map) else run.leak_map
 
     metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
-    headline = headline_table(metrics) if not metrics.empty else pd.DataFrame()
-    paper = paper_statistics(metrics) if not metrics.empty else pd.DataFrame()
-    versus = compute_leaky_vs_baselines(run, headline, n_boot=n_boot, seed=seed)
+    mean_target = compute_mean_target(run, n_boot=n_boot, seed=seed)
+    headline = headline_table(mean_target, metrics)
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
     blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed)
     verdict = blind_text_verdict(blind)
@@ -262,7 +286,8 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
     made = {k: rd.plots / p.name for k, p in made.items()}
 
-    write_text(rd.metrics_csv, metrics.to_csv(index=False))
+    rows = metrics_csv_rows(metrics, mean_target)
+    write_text(rd.metrics_csv, rows.to_csv(index=False))
     write_text(rd.blind_text_null, blind.to_csv(index=False))
     write_json(rd.realism, _jsonable(realism))
     write_json(rd.metrics_json, _jsonable({
@@ -271,17 +296,15 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "config_hash": run_config_hash(run.config),
         "config": config,
         "seeds": {"bootstrap": seed, "study": run.config.get("seed"), "env": run.env.get("seed")},
-        "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": "percentile; stratified by label for one target, records resampled as clusters when pooled over targets"},
-        "definitions": {"tpr@a": "largest TPR over thresholds with FPR <= a", "nan_scores": "lowest score",
-                        "resolvable@a": "a * n_neg >= 1"},
+        "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": _BOOTSTRAP_METHOD},
+        "definitions": _DEFINITIONS,
         "versions": library_versions(),
         "env": run.env,
         "inputs": {"scores.parquet": {"sha256": file_sha256(rd.scores), "rows": len(run.scores)}},
         "redacted": redact,
-        "results": _records(metrics),
+        "results": _records(rows),
+        "mean_target_auroc": _records(mean_target),
         "headline": _records(headline),
-        "paper_statistics": _records(paper),
-        "leaky_vs_baselines": _records(versus),
         "null_check": _records(nulls),
         "blind_text_null": {"n_perm": n_perm, "seed": seed, "confidence": 0.95, **verdict,
                             "rows": _records(blind)},
@@ -295,12 +318,39 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     }))
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
                        balance=balance, health=health, blind=blind, blind_verdict=verdict,
-                       teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism, paper=paper,
-                       api=load_api(rd.root), versus=versus)
+                       teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism,
+                       api=load_api(rd.root), mean_target=mean_target)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
     return rd.report_html
+
+
+def refresh_metrics(run_dir: str | Path, *, n_boot: int | None = None, seed: int | None = None) -> Path:
+    """Recompute a finished run's metrics from its scores.parquet alone, in place: metrics.csv and metrics.json's
+    results, mean_target_auroc, headline, null_check, bootstrap and definitions (the bootstrap settings the run's
+    report used, unless given); every other key of metrics.json (blind text null, realism, teacher, health) is kept
+    as that report wrote it, and keys this version no longer writes are dropped. For re-reading stored runs with the
+    current statistics without the records, plots or permutations a full `build_report` needs. Returns metrics.json.
+    """
+    rd = RunDir(Path(run_dir))
+    old = json.loads(rd.metrics_json.read_text()) if rd.metrics_json.is_file() else {}
+    n_boot = int((old.get("bootstrap") or {}).get("n_boot", 1000)) if n_boot is None else n_boot
+    seed = int((old.get("seeds") or {}).get("bootstrap") or 0) if seed is None else seed
+    run = load_run(rd.root)
+    metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
+    mean_target = compute_mean_target(run, n_boot=n_boot, seed=seed)
+    rows = metrics_csv_rows(metrics, mean_target)
+    fresh = {"results": _records(rows), "mean_target_auroc": _records(mean_target),
+             "headline": _records(headline_table(mean_target, metrics)),
+             "null_check": _records(null_check_table(metrics)),
+             "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": _BOOTSTRAP_METHOD},
+             "definitions": _DEFINITIONS,
+             "inputs": {"scores.parquet": {"sha256": file_sha256(rd.scores), "rows": len(run.scores)}}}
+    kept = {k: v for k, v in old.items() if k not in ("paper_statistics", "leaky_vs_baselines")}
+    write_text(rd.metrics_csv, rows.to_csv(index=False))
+    write_json(rd.metrics_json, _jsonable({**kept, **fresh, "seeds": {**(old.get("seeds") or {}), "bootstrap": seed}}))
+    return rd.metrics_json
 
 
 def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nulls: pd.DataFrame,
@@ -309,50 +359,45 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                 health: list[dict] | None = None, blind: pd.DataFrame | None = None,
                 blind_verdict: dict | None = None, teacher: dict | None = None,
                 literalness: tuple[dict | None, dict | None] | None = None, realism: dict | None = None,
-                paper: pd.DataFrame | None = None, api: dict | None = None,
-                versus: pd.DataFrame | None = None) -> str:
+                api: dict | None = None, mean_target: pd.DataFrame | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped.
     A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline. `teacher`
     (report.teacher.teacher_info) and `literalness` (teacher_literalness.json, sample_literalness.json; None for
     a file the run lacks) give the "Teacher and literalness" section, after the blind text check; `realism`
-    (leakaudit.realism.realism_card) the "Targets: realism card" section after it; `versus`
-    (leakaudit.metrics.leaky_vs_baselines) the "Leaky against the strongest baselines" section after the headline."""
+    (leakaudit.realism.realism_card) the "Targets: realism card" section after it; `mean_target`
+    (leakaudit.per_target.mean_target_tables) the "Every attack" table after the headline."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
-    secs = []
+    secs = [box for box in (verdict_section(read_verdict(run.root)),) if box]  # an audit's verdict leads the page
     if blind_verdict and blind_verdict["warning"]:
         secs.append(H.section("Warning: members and non-members differ as text",
                               f'<p class="fail">{H.esc(blind_verdict["message"])}</p>'
                               '<p class="note">See the blind text check below.</p>', anchor="blind-warning"))
     if not headline.empty:
-        show = headline.drop(columns=["auroc", "auroc_lo", "auroc_hi"])
-        secs.append(H.section("Headline", H.table(show), plot("auroc_bars", "AUROC per domain"),
-                              '<p class="note">Best baseline = highest pooled AUROC within its family (fresh: same '
-                              'trajectories as Leaky; fixed: fixed reference answer; blind: text only). CI: '
-                              f'95% percentile bootstrap, {n_boot} resamples, seed {seed}: stratified over rows for '
-                              'one target; for rows pooled over targets, records are resampled as clusters (a '
-                              'record appears once per target).</p>',
-                              anchor="headline"))
-        if versus is not None and not versus.empty:
-            show = versus.drop(columns=["delta", "delta_lo", "delta_hi"])
-            secs.append(H.section("Leaky against the strongest baselines (paired)", H.table(show),
-                                  '<p class="note">Δ = Leaky\'s pooled AUROC minus the baseline\'s (the headline\'s '
-                                  'best of that family), > 0: Leaky stronger. CI: the same records resampled for both '
-                                  f'attacks (cluster bootstrap, {n_boot} resamples, seed {seed}), so what they share '
-                                  'cancels; two separate CIs that overlap can still give a paired CI clear of 0. '
-                                  'frac_boot_le_0: share of resamples with Δ ≤ 0. The baseline was picked as the '
-                                  'highest AUROC after seeing the labels, which favours it: a CI above 0 is '
-                                  'conservative for Leaky, one below 0 does not rule Leaky out.</p>',
-                                  anchor="versus"))
-        if paper is not None and not paper.empty:
-            secs.append(H.section("As published: mean per-target AUROC", H.table(paper),
-                                  '<p class="note">The published statistics (over 15 targets: Leaky 0.875, strongest '
-                                  'baseline per target 0.614, strongest on the same fresh trajectories 0.826): the '
-                                  'mean over real targets of each target\'s AUROC, for Leaky and for the baseline '
-                                  'that was strongest on that target (chosen after seeing its labels, which favours '
-                                  'the baselines; the blind text check is not a baseline). Rows with null_check true '
-                                  'give the same statistics on the null targets (trained on no candidate): what they '
-                                  'are with no signal at this size. No CI: read them beside the pooled AUROC and its '
-                                  'CI above.</p>', anchor="paper-statistics"))
+        show = headline.drop(columns=["auroc", "auroc_lo", "auroc_hi", "delta", "delta_lo", "delta_hi"])
+        secs.append(H.section("Headline: mean per-target AUROC", H.table(show), plot("auroc_bars", "AUROC per domain"),
+                              '<p class="note">The statistic is the published one: each target\'s AUROC over its own '
+                              'candidates, averaged over targets. CI: 95% two-level percentile bootstrap (targets '
+                              'drawn with replacement, then members and non-members within each drawn target), '
+                              f'{n_boot} resamples, seed {seed}. Δ = Leaky minus the row on the same resamples (paired; '
+                              '> 0: Leaky stronger); p_le_0 = share of resamples with Δ ≤ 0. Threat model: OUT-only '
+                              'attacks use references trained without the candidate (or none), as an auditor can; '
+                              'IN+OUT (online) attacks also train references ON the candidate, a stronger adversary '
+                              'shown beside the comparison. "best" rows are chosen on these labels (favouring the '
+                              'baseline) unless chosen_on says a development run. The paper\'s row is the per-target '
+                              'maximum over every OUT-only baseline, chosen after seeing each target\'s labels: biased '
+                              'upward, shown without a CI. TPR at 1% / 0.1% FPR: one threshold over every target\'s '
+                              'scores after a label-free robust z-score within each target (n_neg negatives; blank '
+                              'where α · n_neg < 1).</p>', anchor="headline"))
+        if mean_target is not None and not mean_target.empty:
+            cols = ["null_check", "domain", "label", "family", "threat_model", "n_targets", "auroc", "auroc_lo",
+                    "auroc_hi", "sd_targets", "delta", "delta_lo", "delta_hi", "p_le_0"]
+            table = mean_target.sort_values(["null_check", "domain", "auroc"], ascending=[True, True, False])
+            secs.append(H.section("Every attack: mean per-target AUROC",
+                                  "<details><summary>every attack, real targets and null targets</summary>"
+                                  + H.table(table[cols].round(3)) + "</details>",
+                                  '<p class="note">Rows with null_check true: the same statistics on null targets '
+                                  '(trained on no candidate): what they read with no member signal.</p>',
+                                  anchor="every-attack"))
     else:
         secs.append(H.section("Candidates", '<p class="note">No membership labels: ranking only.</p>',
                               H.table(candidate_table(run.scores).head(50)), anchor="candidates"))

@@ -1,4 +1,4 @@
-"""The report's "Targets: realism card" section and metrics.json's summary of it (leakaudit.realism; issue 14).
+"""The report's "Targets: realism card" section and metrics.json's summary of it (leakaudit.realism).
 
 `realism_summary(card)` is plain data for metrics.json (`measured`, `reason`, `file`, `rows`: the table rows of
 `leakaudit.realism.card_rows`); `realism_section(card)` the HTML: one table row per attacked target and one per

@@ -1,4 +1,4 @@
-"""Which teacher a run used and how literal it was (issue 14: "every run's report names which teacher it used and
+"""Which teacher a run used and how literal it was ("every run's report names which teacher it used and
 measures how literal it was").
 
 Inputs, all written by earlier stages (so the report stage's marker needs nothing new: they are in the teacher

@@ -50,6 +50,24 @@ def check_api_target(audit: Any, sampling: SamplingConfig) -> None:
     api_options(audit)
 
 
+def probe_api_target(audit: Any, tokenizer: Any) -> None:
+    """Before any training: one short sampled request reaches the server, is accepted with the key, and comes
+    back with the sampled tokens' log-probs (what every attack on an API target reads). ApiError / ConfigError
+    (exit 2) naming the target otherwise. Writes nothing; the full probe (ApiBackend.probe) runs at sampling."""
+    from leakaudit.signals.api_backend import PROBE_TEXT, api_client
+    from leakaudit.signals.api_protocol import ResponseError, choices, completion_logprobs, sample_body
+
+    opts = api_options(audit)
+    client = api_client(audit.target, opts)
+    prompt = list(tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
+    answer = client.post("/completions", sample_body(opts.model, prompt, n=1, seed=1234, max_tokens=2))
+    try:
+        completion_logprobs(choices(answer)[0])
+    except ResponseError as e:
+        raise ConfigError(f"--target {audit.target}: the server's answer has no usable sampled log-probs ({e}); "
+                          "an audit of an API target needs them") from None
+
+
 @contextlib.contextmanager
 def open_api_backend(audit: Any, tokenizer: Any, state_dir: str | os.PathLike) -> Iterator[ApiBackend]:
     backend = ApiBackend(audit.target, tokenizer, api_options(audit), state_dir)

@@ -15,7 +15,6 @@ Every file is written atomically (temporary file + rename).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -24,11 +23,11 @@ import numpy as np
 
 from leakaudit.errors import InputError
 from leakaudit.io import atomic_path, read_json, write_json
+from leakaudit.rundir import SAFE_NAME
 from leakaudit.signals.backend import TokenScores
 
 TRAJECTORIES = "trajectories.npz"
 SAMPLING = "sampling.json"
-_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def _strings(values: Sequence[str]) -> np.ndarray:
 
 def check_model_id(model_id: str) -> str:
     """model ids become file names: letters, digits, '.', '_', '-' only, not starting with a separator."""
-    if not isinstance(model_id, str) or not _MODEL_ID.match(model_id):
+    if not isinstance(model_id, str) or not SAFE_NAME.match(model_id):
         raise InputError(f"model id {model_id!r} is not a safe file name (letters, digits, . _ -)")
     return model_id
 

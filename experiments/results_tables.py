@@ -1,0 +1,125 @@
+"""Produces the mean per-target AUROC tables of docs/results.md (headline, eight-passes, references) and README.md
+(readme-code, readme-math, readme-medical) from the stored scores in results/, and writes them between each table's
+`<!-- table:NAME -->` / `<!-- /table:NAME -->` markers. Nothing is edited by hand: rerun after a new run lands.
+
+    python experiments/results_tables.py            # rewrite the tables in place
+    python experiments/results_tables.py --check    # exit 1 when a stored table differs from what the scores give
+
+Each row reads one design's runs together (bench/pool_runs.py's pooled_tables: targets of several seeds kept apart,
+mean per-target AUROC with a two-level bootstrap, paired difference on the same resamples), with the bootstrap
+settings the runs' reports used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+
+
+def _pool_runs():
+    """bench/pool_runs.py as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location("pool_runs", ROOT / "bench" / "pool_runs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# table -> rows: (design label, domain, run folder names under results/)
+MATH_OFF8 = [f"regime_math_prepared_e8_offline8_seed{s}" for s in (2, 3, 4, 5)]
+ROWS = {
+    "headline": [
+        ("code, 3 passes, copying teacher (the default; seeds 0, 1)", ["make_study_default_seed0",
+                                                                       "regime_code_prepared_seed1"]),
+        ("code, 8 passes, copying teacher (seeds 1, 2)", ["regime_code_prepared_e8_seed1",
+                                                          "regime_code_prepared_e8_seed2"]),
+        ("math, 3 passes, copying teacher, 4 offline references (seeds 0, 1)", ["cpu-full-math_seed0",
+                                                                                "cpu-full-math_seed1"]),
+        ("math, 8 passes, copying teacher, 8 offline references (seeds 2–5)", MATH_OFF8),
+        ("medical, 3 passes, copying teacher, 4 offline references (seed 0)",
+         ["regime_medical_prepared_offline4_seed0"]),
+    ],
+    "eight-passes": [
+        ("code, copying teacher (seed 1)", ["regime_code_prepared_e8_seed1"]),
+        ("code, copying teacher (seed 2)", ["regime_code_prepared_e8_seed2"]),
+        ("code, restated teacher (seed 1)", ["regime_code_restated_e8_seed1"]),
+        ("math, copying teacher, matched references (seed 1)", ["regime_math_prepared_e8_seed1"]),
+        ("math, copying teacher, matched references (seeds 2, 3)", ["regime_math_prepared_e8_seed2",
+                                                                    "regime_math_prepared_e8_seed3"]),
+    ],
+    "references": [(f"math, 8 passes, 8 offline references (seed {s})",
+                    [f"regime_math_prepared_e8_offline8_seed{s}"]) for s in (1, 2, 3, 4, 5)]
+                  + [("math, 8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
+    "readme-code": [("3 passes (the default; seeds 0, 1)", ["make_study_default_seed0", "regime_code_prepared_seed1"]),
+                    ("8 passes (seeds 1, 2)", ["regime_code_prepared_e8_seed1", "regime_code_prepared_e8_seed2"])],
+    "readme-math": [("8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
+    "readme-medical": [("3 passes, 4 offline references (seed 0)", ["regime_medical_prepared_offline4_seed0"])],
+}
+FILES = {"headline": "docs/results.md", "eight-passes": "docs/results.md", "references": "docs/results.md",
+         "readme-code": "README.md", "readme-math": "README.md", "readme-medical": "README.md"}
+HEADER = ("| design | targets | Leaky | best OUT-only baseline | Leaky − it (paired) | best online attack (IN+OUT) "
+          "| paper: max OUT-only baseline per target | TPR@1% FPR, Leaky / baseline (negatives) |\n"
+          "|---|---|---|---|---|---|---|---|")
+
+
+def row(pool, label: str, runs: list[str]) -> str:
+    """One markdown row: the runs' real targets read together."""
+    dirs = [RESULTS / r for r in runs]
+    n_boot, seed = pool.common_bootstrap_settings(dirs)
+    t = pool.pooled_tables(pool.pooled_scores(dirs), n_boot=n_boot, seed=seed)
+    h = t["headline"]
+    scope = "all" if "all" in set(h["domain"]) else h["domain"].iloc[0]
+    h = h[h["domain"] == scope].set_index("method")
+    get = lambda m: h.loc[m] if m in h.index else None  # noqa: E731
+    lk, base, online, paper = (get("Leaky"), get("best OUT-only baseline"), get("best online attack (IN+OUT)"),
+                               get("paper: max OUT-only baseline per target"))
+    tpr = "TPR@1% (normalised pool)"
+    if pd.notna(lk[tpr]):
+        low = f"{lk[tpr]:.3f} / {base[tpr]:.3f} ({int(lk['n_neg'])})"
+    else:
+        low = f"not resolvable ({int(lk['n_neg'])})"
+    cells = [label, str(int(lk["n_targets"])), f"{lk['attack']} {lk['mean per-target AUROC [95% CI]']}",
+             f"{base['attack']} {base['mean per-target AUROC [95% CI]']}", base["Δ Leaky − this [95% CI]"],
+             f"{online['attack']} {online['mean per-target AUROC [95% CI]']}" if online is not None else "—",
+             f"{paper['mean per-target AUROC [95% CI]']}" if paper is not None else "—", low]
+    return "| " + " | ".join(cells) + " |"
+
+
+def table(pool, name: str) -> str:
+    return "\n".join([HEADER] + [row(pool, label, runs) for label, runs in ROWS[name]])
+
+
+def replace_block(text: str, name: str, body: str, path: str) -> str:
+    pattern = re.compile(rf"(<!-- table:{re.escape(name)} -->\n).*?(\n<!-- /table:{re.escape(name)} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{path}: no <!-- table:{name} --> block")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="compare, write nothing")
+    args = ap.parse_args()
+    pool = _pool_runs()
+    texts = {f: (ROOT / f).read_text(encoding="utf-8") for f in set(FILES.values())}
+    new = dict(texts)
+    for name, f in FILES.items():
+        new[f] = replace_block(new[f], name, table(pool, name), f)
+    changed = [f for f in texts if new[f] != texts[f]]
+    if args.check:
+        print("tables differ in: " + ", ".join(changed) if changed else "tables match the stored scores")
+        sys.exit(1 if changed else 0)
+    for f in changed:
+        (ROOT / f).write_text(new[f], encoding="utf-8")
+    print("rewrote: " + (", ".join(changed) or "nothing"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The audit's verdict box, the first section of its report (leakaudit.verdict; audit.json's "verdict").
+
+`read_verdict(run_dir)` reads it (None for a study or an audit made before verdicts); `verdict_section(verdict)`
+is the HTML box: the headline in words and numbers, the exchangeability check, warnings repeated, the global test
+of every attack (the primary one fixed in advance, the others exploratory) and the flagged candidates.
+`verdict_page(run_dir)` is a whole page holding only the box, for an audit without labels (no metrics to report).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from leakaudit.report import html as H
+
+ANCHOR = "verdict"
+
+
+def read_verdict(run_dir: str | Path) -> dict | None:
+    """audit.json's verdict, or None (a study, or an audit without one)."""
+    path = Path(run_dir) / "audit.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("verdict")
+
+
+def _tests_table(verdict: dict) -> pd.DataFrame:
+    rows = []
+    for attack, t in verdict["global"].items():
+        rows.append({"attack": attack + (" (primary)" if attack == verdict["primary"] else ""),
+                     "AUROC": t["auroc"], "CI low": t["auroc_lo"], "CI high": t["auroc_hi"],
+                     "p-value (one-sided)": t["p_value"], "candidates": t["n_candidates"], "null": t["n_null"]})
+    b = verdict.get("blind")
+    if b is not None:
+        rows.append({"attack": "blind text (exchangeability check)", "AUROC": b["auroc"], "CI low": b["auroc_lo"],
+                     "CI high": b["auroc_hi"], "p-value (one-sided)": b["p_value"],
+                     "candidates": b["n_candidates"], "null": b["n_null"]})
+    return pd.DataFrame(rows)
+
+
+def verdict_section(verdict: dict | None) -> str:
+    """The verdict box ('' without a verdict)."""
+    if not verdict:
+        return ""
+    cls = "fail" if (verdict["evidence"] or not verdict["valid"]) else "pass"
+    parts = [f'<p class="{cls}">{H.esc(verdict["headline"])}</p>']
+    for w in verdict["warnings"] + ([] if verdict["valid"] else ["The exchangeability check failed (see above)."]):
+        parts.append(f'<p class="fail">{H.esc(w)}</p>')
+    parts += [f'<p class="note">{H.esc(d)}</p>' for d in verdict["details"] if d not in verdict["warnings"]]
+    parts.append(H.table(_tests_table(verdict), floatfmt="{:.3g}"))
+    parts.append('<p class="note">Only the primary attack\'s test was fixed in advance; the other rows are '
+                 "exploratory (no correction for testing several attacks).</p>")
+    flagged = verdict["flagged_ids"]
+    if flagged:
+        p = dict(zip(verdict["candidate_ids"], verdict["p_values"]))
+        parts.append("<details><summary>Flagged candidates</summary>"
+                     + H.table(pd.DataFrame({"record_id": flagged, "p_value": [p.get(r) for r in flagged]}),
+                               floatfmt="{:.3g}") + "</details>")
+    return H.section("Verdict: was the candidates' data used?", *parts, anchor=ANCHOR)
+
+
+def verdict_page(run_dir: str | Path) -> str | None:
+    """A report page holding only the verdict box (an audit without labels), or None without a verdict."""
+    verdict = read_verdict(run_dir)
+    if not verdict:
+        return None
+    return H.page("leakaudit audit", "No membership labels: the verdict against the null sample; per-candidate "
+                  "p-values in candidates.csv.", [verdict_section(verdict)])
