@@ -53,6 +53,35 @@ def run_cost(run: Path):
     return study_cost(cfg, model_shape(cfg.base_model), lengths), machine
 
 
+QWEN_SHAPES = {  # from the models' config.json on the hub (no network here)
+    "Qwen/Qwen2.5-0.5B-Instruct": {"hidden_size": 896, "num_hidden_layers": 24, "intermediate_size": 4864,
+                                   "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
+                                   "tie_word_embeddings": True},
+    "Qwen/Qwen2.5-1.5B-Instruct": {"hidden_size": 1536, "num_hidden_layers": 28, "intermediate_size": 8960,
+                                   "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
+                                   "tie_word_embeddings": True},
+}
+
+
+def preset_estimates(gpu: str = "H100") -> dict:
+    """The GPU presets priced from their config alone (token budgets as lengths: upper bounds), on one `gpu`."""
+    from leakaudit.config import load_config
+    from leakaudit.cost import ModelShape, budget_lengths, gpu_classes, seconds_on_gpu, study_cost
+
+    out = {}
+    for preset in ("gpu-small", "gpu-paper"):
+        cfg = load_config(preset=preset)
+        shape = ModelShape.from_config(QWEN_SHAPES[cfg.base_model])
+        cost = study_cost(cfg, shape, budget_lengths(cfg))
+        on_gpu = seconds_on_gpu(cost, gpu_classes()[gpu])
+        out[preset] = {**cost.to_dict(), "gpu": gpu, "seconds_on_one_gpu": on_gpu,
+                       "hours_on_one_gpu": round(sum(on_gpu.values()) / 3600, 2)}
+        print(f"{preset}: {cost.opd_steps} OPD steps, {sum(c.flops for c in cost.stages.values()) / 1e15:.0f} PFLOP, "
+              f"peak {max(c.peak_bytes for c in cost.stages.values()) / 1e9:.0f} GB per job, "
+              f"{out[preset]['hours_on_one_gpu']} h on one {gpu}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from leakaudit.cost import read_rates, seconds_here, write_rates
 
@@ -98,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
               + f"; total {tot_p:.0f} / {tot_m:.0f} s ({row['total']['ratio']})")
     if not rows:
         return 0
-    a.out.write_text(json.dumps({"calibration": doc, "checks": rows,
+    a.out.write_text(json.dumps({"calibration": doc, "checks": rows, "gpu_presets": preset_estimates(),
                                  "note": "predicted = FLOPs (leakaudit.cost) / the calibration run's FLOP rate per "
                                          "stage; measured = the run's stage_times.log"}, indent=2) + "\n")
     return 0

@@ -17,6 +17,9 @@ kept (a part saves its record after every measurement):
                per step from its ledger, a FLOP estimate as a fraction of the measured bf16 matmul peak, peak
                GPU memory; then, side by side on the same batch, the teacher prefix KV cache (where OPDConfig has
                teacher_prefix_cache) and LoRA rank 16
+  opd_multi    with 2 or more GPUs visible: the tiny model's student trained by all of them at once (`accelerate
+               launch --multi_gpu`, shadow_models.launch_check) and by one, same seed and global batch: largest
+               weight difference, ledgers compared, seconds; skipped (and said so) with fewer GPUs
   signals      sampling and scoring tokens/s at the qwen shape through the transformers signal backend
                (open_backend's backend, device passed explicitly, see _open_backend): fp32, fp32 with Min-K%++
                statistics, bf16 autocast; then share_prefill / share_prefix where HFOptions has them, with their
@@ -69,8 +72,8 @@ SMOKE_QWEN = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 
               "num_key_value_heads": 2}
 """--cpu-smoke: the qwen config with these fields replaced (same architecture and vocabulary, a few MB)."""
 
-PART_LIMITS_S = {"env": 60, "models": 120, "logprobs": 90, "opd": 150, "signals": 120, "study_tiny": 150,
-                 "study_qwen": 240, "study_ray": 150}
+PART_LIMITS_S = {"env": 60, "models": 120, "logprobs": 90, "opd": 150, "opd_multi": 150, "signals": 120,
+                 "study_tiny": 150, "study_qwen": 240, "study_ray": 150}
 PARTS = tuple(PART_LIMITS_S)
 SMOKE_PARTS = ("env", "models", "logprobs", "opd", "signals", "study_tiny")
 RESERVE_S = 5
@@ -646,6 +649,53 @@ def run_study_part(args: argparse.Namespace, name: str, timeout: float, logf: An
 
 
 # --------------------------------------------------------------------------------------------- orchestration
+def part_opd_multi(args: argparse.Namespace, rec: Recorder) -> None:
+    """One student of the tiny model trained by every visible GPU at once (`accelerate launch --multi_gpu`, NCCL)
+    and by one GPU, same seed and global batch (shadow_models.launch_check: fp32, per-record rollout seeds): the
+    largest weight difference, the ledgers compared, seconds of each. Skipped (and said so) with fewer than 2 GPUs;
+    the same path on CPU processes is tests/test_multiprocess.py."""
+    import socket
+
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() and not args.cpu_smoke else 0
+    rec["gpus_visible"] = n
+    if n < 2:
+        rec["skipped"] = f"{n} GPU(s) visible: the multi-process path needs 2 or more"
+        return
+    work = Path(args.work) / "opd_multi"
+    shutil.rmtree(work, ignore_errors=True)
+    base = str(model_dir(Path(args.work), "tiny"))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    script = ["-m", "shadow_models.launch_check", "--base", base, "--n-records", str(4 * n + 1),
+              "--batch-size", str(n + 1)]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    runs = {"single": ([sys.executable, *script, "--out", str(work / "single")], {"CUDA_VISIBLE_DEVICES": "0"}),
+            "multi": ([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(n),
+                       "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                       "--main_process_port", str(port), *script, "--out", str(work / "multi")], {})}
+    for name, (cmd, extra) in runs.items():
+        t = time.time()
+        res = subprocess.run(cmd, env={**env, **extra}, cwd=REPO, capture_output=True, text=True, timeout=120)
+        rec[name] = {"rc": res.returncode, "seconds": round(time.time() - t, 2), "tail": res.stderr[-1500:]}
+        rec.save()
+        if res.returncode != 0:
+            raise RuntimeError(f"{name} run failed (rc {res.returncode})")
+    from safetensors.torch import load_file
+
+    a, b = (load_file(str(work / k / "model.safetensors")) for k in ("single", "multi"))
+    rec["max_weight_diff"] = max(float((a[k] - b[k]).abs().max()) for k in a)
+    ledgers = [[json.loads(x) for x in (work / k / "ledger.jsonl").read_text().splitlines()] for k in ("single", "multi")]
+    rec["same_records_and_lengths"] = all(x["record_ids"] == y["record_ids"] and
+                                          x["completion_lengths"] == y["completion_lengths"]
+                                          for x, y in zip(*ledgers, strict=True))
+    rec["num_processes"] = json.loads((work / "multi" / "meta.json").read_text())["num_processes"]
+    rec.save()
+
+
 def _run_subprocess(cmd: list[str], timeout: float, logf: Any) -> tuple[int | None, str, bool, float]:
     """Run `cmd` in its own process group with `timeout`; its output goes to `logf` and is returned."""
     env = dict(os.environ)
@@ -689,7 +739,8 @@ def _run_cli_here(argv: list[str], logf: Any) -> tuple[int | None, str, bool, fl
 
 
 PART_FUNCS: dict[str, Callable[[argparse.Namespace, Recorder], None]] = {
-    "env": part_env, "models": part_models, "logprobs": part_logprobs, "opd": part_opd, "signals": part_signals}
+    "env": part_env, "models": part_models, "logprobs": part_logprobs, "opd": part_opd, "opd_multi": part_opd_multi,
+    "signals": part_signals}
 
 
 def _part_sleep(args: argparse.Namespace, rec: Recorder) -> None:
@@ -826,6 +877,13 @@ def summarise(report: dict[str, Any]) -> list[str]:
             lines.append(f"  opd {name}: " + (f"step seconds {v['step_seconds']}, speed-up after the first "
                                               f"{v['speedup_after_first']}x, memory {v.get('memory')}"
                                               if "step_seconds" in v else f"FAILED {v.get('error')}"))
+    multi = p.get("opd_multi", {})
+    if multi.get("skipped"):
+        lines.append(f"opd_multi: skipped ({multi['skipped']})")
+    elif "max_weight_diff" in multi:
+        lines.append(f"opd_multi: {multi['num_processes']} GPUs vs 1: max weight diff {multi['max_weight_diff']:.2e}, "
+                     f"same records and lengths {multi['same_records_and_lengths']}, seconds "
+                     f"{multi['multi']['seconds']} vs {multi['single']['seconds']}")
     sig = p.get("signals", {})
     if "sampling" in sig:
         lines.append(f"sampling (qwen shape): {sig['sampling']['tokens_per_s']} tokens/s "

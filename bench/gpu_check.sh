@@ -9,6 +9,8 @@
 # with bench/configs/smollm2_tokenizer) only build/gpu_wheels: the offline SmolLM2 model does not travel; the
 # models are random (bench/configs/qwen2.5-0.5b.json and a tiny Llama) with the SmolLM2 tokenizer.
 #
+# With 2 or more GPUs visible the part opd_multi also trains one student on all of them (accelerate launch --multi_gpu)
+# and compares it with the one-GPU student.
 # Writes to $OUT (3 files): nvidia-smi.txt, gpu_check.json (every number), gpu_check.log (every part's output).
 # Extra arguments go to bench/gpu_check.py (e.g. --parts env models opd).
 # On a CPU-only machine the same Python runs as a smoke test:  python bench/gpu_check.py --cpu-smoke, or the whole

@@ -205,7 +205,7 @@ def workload_from_study(study: Any) -> Workload:
     """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan."""
     from leakaudit.assemble import BASE_ID
 
-    plan, records = study.plan(), study.records()
+    plan = study.plan()
     trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in study.trained_models()]
     views = plan.views()
     targets = [(v.domain, len(plan.candidates[v.domain])) for v in views]
@@ -221,7 +221,6 @@ def workload_from_study(study: Any) -> Workload:
     if study.cfg.teacher.prepared and not study.is_audit:
         for r in study.teacher_sft_records()[0]:
             sft[r.domain] = sft.get(r.domain, 0) + 1
-    del records
     return Workload(trained, targets, fresh, fixed, len(plan.models) + 1, sft)
 
 
@@ -373,9 +372,11 @@ def seconds_here(cost: StudyCost, rates: CostRates) -> dict[str, float]:
                 if c.flops and rates.rates.get(s) else 0.0) for s, c in cost.stages.items()}
 
 
-KERNEL_LAUNCH_S_PER_LAYER = 1e-4
-"""A decode step's floor per layer on a GPU: transformers' eager decoding launches ~10 kernels per layer, ~10 us
-each, whatever the model's size (small models are launch-bound, not bandwidth-bound)."""
+KERNEL_LAUNCH_S_PER_LAYER = 1e-3
+"""A decode step's floor per layer on a GPU, assumed: transformers' eager decoding spends about 1 ms per layer per
+token in Python and kernel launches whatever the model's size (~25 ms a token for a 24-layer 0.5B model), so small
+models are launch-bound, not bandwidth-bound. Not measured here: bench/gpu_check.py's signals part measures sampling
+tokens/s at the Qwen2.5-0.5B shape, the number to replace it with."""
 
 
 def seconds_on_gpu(cost: StudyCost, gpu: GPUClass, *, dense_utilisation: float = 0.35,

@@ -13,6 +13,7 @@ same run started twice) the second deletes the first's work in progress.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -37,6 +38,13 @@ def made_once(target: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path)):
         yield
+
+
+def launch_ranks() -> tuple[int, int]:
+    """(processes, this process's rank) of an `accelerate launch` / torchrun launch (their WORLD_SIZE and RANK);
+    (1, 0) for a plain process. The processes of one launch make a model together (a collective), so they must
+    not take made_once's lock one after another: the first would wait for the others inside the collective."""
+    return int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
 
 
 @contextmanager

@@ -16,6 +16,7 @@ A run directory holding a different config is refused rather than silently mixed
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -31,7 +32,7 @@ from leakaudit.data.records import (Record, check_unique, make_record_id, normal
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
-from leakaudit.locks import made_once, run_exclusively
+from leakaudit.locks import launch_ranks, made_once, run_exclusively
 from leakaudit.memory import release_freed_memory, set_allocator_policy
 from leakaudit.membership import (TARGET_ID, MembershipPlan, _stable_seed, disjoint_plan, keep_matrix_plan,
                                   background_slice, reference_slice, split_pool, teacher_slice)
@@ -632,8 +633,10 @@ class Study:
         """Prepare the teacher (kind 'prepared' or 'restated'), then measure how literal the teacher is, whatever
         its kind (teacher_literalness.json)."""
         teacher = self.cfg.teacher
-        # one preparer at a time: a job array of `leakaudit train --model-id` calls this from every job
-        with made_once(self.run.teacher):
+        # one preparer at a time: a job array of `leakaudit train --model-id` calls this from every job; the processes
+        # of one `accelerate launch` prepare it together instead (no lock), and only its rank 0 measures it
+        world, rank = launch_ranks()
+        with made_once(self.run.teacher) if world == 1 else contextlib.nullcontext():
             if teacher.prepared and not is_done(self.run.teacher):
                 from shadow_models.teacher_prep import prepare_teacher
 
@@ -643,7 +646,8 @@ class Study:
                          f"{len(population)} population and teacher-only records (never candidates)")
                 prepare_teacher(self.cfg.base_model, population, self.run.teacher, prep, forbidden_ids=candidates,
                                 trust_remote_code=self.cfg.trust_remote_code, sft_target=teacher.sft_target)
-            self._measure_teacher()
+            if rank == 0:
+                self._measure_teacher()
 
     def teacher_sft_records(self) -> tuple[list[Record], list[str]]:
         """(records a prepared teacher is fine-tuned on: the population, then the teacher-only records; every

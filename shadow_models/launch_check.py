@@ -11,7 +11,8 @@ unless MPI is installed and configured (accelerate's simple launcher). `--kill R
 makes that rank SIGKILL itself after writing step STEP (0-based), the crash a rerun must resume from (checkpoints
 every step). `--audit-writes FILE`: every process but rank 0 records each file it opens for writing, creates,
 renames or removes under the output's parent into FILE.<rank>.json (Python audit events; what only rank 0 may do).
-Used by tests/test_multiprocess.py and bench/gpu_check.py.
+`--teacher` prepares the teacher the same way instead (shadow_models.prepare_teacher: no checkpoints; a killed
+preparation is redone from scratch). Used by tests/test_multiprocess.py and bench/gpu_check.py.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kill", default=None, help="RANK:STEP: that rank kills itself after that step")
     ap.add_argument("--audit-writes", type=Path, default=None)
+    ap.add_argument("--rollout-seeding", default="record", help="training.rollout_seeding ('step' is refused under "
+                                                                 "several processes)")
+    ap.add_argument("--teacher", action="store_true",
+                    help="prepare the teacher (the tiny preset's teacher.prep, SFT to copy the context) instead")
     a = ap.parse_args(argv)
 
     rank = int(os.environ.get("RANK", "0"))
@@ -71,11 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     from shadow_models import train_student
 
     preset = load_config(preset="tiny")
-    config = dataclasses.replace(preset.training, seed=a.seed, rollout_seeding="record", epochs=a.epochs,
-                                 batch_size=a.batch_size, micro_batch_size=1, save_checkpoints=True,
-                                 checkpoint_every=1)
     (domain, spec), = preset.data.domains.items()
     records = load_source(spec.source, limit=a.n_records, seed=a.seed, **spec.options)
+    if a.teacher:
+        from shadow_models import prepare_teacher
+
+        prep = dataclasses.replace(preset.teacher.prep, seed=a.seed, epochs=a.epochs, batch_size=a.batch_size,
+                                   micro_batch_size=1, max_length=256, bf16_autocast=False)
+        prepare_teacher(a.base, records, a.out, prep, progress=False)
+        return 0
+    config = dataclasses.replace(preset.training, seed=a.seed, rollout_seeding=a.rollout_seeding, epochs=a.epochs,
+                                 batch_size=a.batch_size, micro_batch_size=1, save_checkpoints=True,
+                                 checkpoint_every=1)
     hook = None
     if a.kill:
         kill_rank, kill_step = (int(x) for x in a.kill.split(":"))

@@ -96,14 +96,17 @@ def sft_loss_sum(model, examples: Sequence[tuple[list[int], list[int]]], pad_id:
 
 
 def accumulate_sft_step(accelerator, model, examples: Sequence[tuple[list[int], list[int]]], pad_id: int, device,
-                        amp, micro_batch_size: int) -> float:
+                        amp, micro_batch_size: int, *, n_tokens: int | None = None) -> float:
     """Forward/backward this process's `examples` in micro-batches, accumulating gradients of the mean target-token
-    cross-entropy over all of them; returns that mean (nats/token). Gradients are synchronised between processes
-    on the last micro-batch only. No examples: a zero loss joins the all-reduce."""
+    cross-entropy over the step's `n_tokens` target tokens (None: this process's own; under several processes the
+    whole step's, every process's examples, so the averaged gradient is the step's token mean); returns this
+    process's share of that mean (nats/token; the shares of all processes sum to it). Gradients are synchronised
+    between processes on the last micro-batch only. No examples: a zero loss joins the all-reduce."""
     if not examples:
         accelerator.backward(optim.zero_loss(model, accelerator.device))
         return 0.0
-    n_tokens = max(sum(n_target_tokens(e) for e in examples), 1)
+    scale = accelerator.num_processes  # the all-reduce averages over processes
+    n_tokens = max(n_tokens if n_tokens is not None else sum(n_target_tokens(e) for e in examples), 1)
     chunks = [examples[i:i + micro_batch_size] for i in range(0, len(examples), micro_batch_size)]
     total = 0.0
     for j, chunk in enumerate(chunks):
@@ -111,7 +114,7 @@ def accumulate_sft_step(accelerator, model, examples: Sequence[tuple[list[int], 
         with sync:
             with amp:
                 loss_sum = sft_loss_sum(model, chunk, pad_id, device)
-            accelerator.backward(loss_sum / n_tokens)
+            accelerator.backward(loss_sum / n_tokens if scale == 1 else loss_sum / n_tokens * scale)
         total += float(loss_sum.detach())
     return total / n_tokens
 
@@ -156,13 +159,14 @@ def prepare_teacher(base_model: str, population_records: list[Record], out_dir: 
         t0 = time.time()
         with accelerator.split_between_processes(list(step.positions)) as local:
             local = list(local)
+        step_tokens = sum(n_target_tokens(examples[i]) for i in step.positions)  # every process's, known to all
         loss = accumulate_sft_step(accelerator, model, [examples[i] for i in local], pad_id, device, amp,
-                                   config.micro_batch_size)
+                                   config.micro_batch_size, n_tokens=step_tokens)
         optim.apply_update(accelerator, model, optimizer, scheduler, config.max_grad_norm)
         losses = gather_object([loss])
         ledger.append({"step": step.index, "epoch": step.epoch,
                        "record_ids": [population_records[i].record_id for i in step.positions],
-                       "loss": sum(losses) / len(losses), "seconds": round(time.time() - t0, 4)})
+                       "loss": sum(losses), "seconds": round(time.time() - t0, 4)})
         if progress and accelerator.is_main_process:
             print(f"teacher SFT step {step.index + 1}/{len(steps)} loss {ledger[-1]['loss']:.4f}", flush=True)
     accelerator.wait_for_everyone()

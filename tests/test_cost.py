@@ -55,7 +55,7 @@ def test_gpu_estimate_by_hand():
     stage = StageCost(dense_flops=1e15, decode_steps=1000)
     cost = StudyCost(models={}, opd_steps=0, stages={"students": stage}, lengths={}, shape=SHAPE)
     gpu = GPUClass("X", bf16_flops=1e15, bandwidth=1e12, memory_gb=80)
-    step = max(SHAPE.params * 2 / (1e12 * 0.5), SHAPE.layers * 1e-4)
+    step = max(SHAPE.params * 2 / (1e12 * 0.5), SHAPE.layers * 1e-3)
     assert seconds_on_gpu(cost, gpu, dense_utilisation=0.5, bandwidth_utilisation=0.5)["students"] == \
         pytest.approx(2.0 + 1000 * step)
 

@@ -127,3 +127,16 @@ def test_shell_script_parses_and_names_its_parts():
     assert subprocess.run(["bash", "-n", str(sh)], capture_output=True).returncode == 0
     text = sh.read_text()
     assert "nvidia-smi" in text and "bench/gpu_check.py" in text and "--budget-s" in text
+
+
+def test_multi_gpu_part_says_why_it_skips_without_two_gpus(tmp_path):
+    """The multi-process part runs only with 2+ GPUs visible; elsewhere it passes, says so, and trains nothing."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    res = _run(["--cpu-smoke", "--in-process", "--parts", "opd_multi", "--out", str(out), "--work", str(work)],
+               timeout=120)
+    report = json.loads((out / "gpu_check.json").read_text())
+    part = report["parts"]["opd_multi"]
+    assert res.returncode == 0 and part["ok"], res.stdout[-2000:]
+    assert part["gpus_visible"] == 0 and "needs 2 or more" in part["skipped"]
+    assert not (work / "opd_multi").exists()
+    assert any(line.startswith("opd_multi: skipped") for line in report["summary"])

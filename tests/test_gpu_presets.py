@@ -56,6 +56,7 @@ def test_gpu_preset_is_in_the_measured_regime(preset):
     assert train.loss == "full_rkl" and plan.keep_design == "balanced_subsets" and cfg.teacher.kind == "prepared"
     assert data.n_candidates >= 48 and train.epochs >= 8
     assert cfg.signals.sampling.max_new_tokens == train.max_new_tokens >= 256
+    assert train.rollout_seeding == "record"  # what training one student on several GPUs needs
     sources = {d: s.source for d, s in data.domains.items()}
     assert sources["math"] in ("gsm8k", "math") and sources["medical"] in ("medqa", "pubmedqa", "medmcqa")
     assert sources["code"] == "mbpp"

@@ -1,8 +1,9 @@
 """One student trained by several processes (`accelerate launch`, gloo on CPU) equals the single-process student of
-the same seed and global batch; only rank 0 writes; a rank killed with SIGKILL leaves a run that resumes.
+the same seed and global batch; only rank 0 writes; a rank killed with SIGKILL leaves a run that resumes; the
+teacher's preparation too equals its single-process run; `leakaudit train --model-id` runs under the launcher.
 
 Heavy: each launch starts two Python processes that import torch and transformers and train the tiny model (about
-30 s per launch on a shared 2-core machine, four launches)."""
+30-60 s per launch on a shared 2-core machine, eight launches: about 4 minutes)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from safetensors.torch import load_file
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,3 +128,56 @@ def test_record_seeding_needs_the_loop_decoder():
     with pytest.raises(ConfigError, match="rollout_seeding"):
         OPDConfig(rollout_seeding="batch")
     assert OPDConfig().rollout_seeding == "step"
+
+
+@pytest.mark.heavy
+def test_two_processes_prepare_the_teacher_one_process_prepares(tmp_path, tiny_model_dir):
+    single = _launch(tiny_model_dir, tmp_path / "single", "--teacher", processes=1)
+    assert single.returncode == 0, single.stderr[-3000:]
+    multi = _launch(tiny_model_dir, tmp_path / "multi", "--teacher", "--audit-writes", str(tmp_path / "writes"))
+    assert multi.returncode == 0, multi.stderr[-3000:]
+    assert json.loads((tmp_path / "multi" / "meta.json").read_text())["num_processes"] == 2
+    assert _max_weight_diff(tmp_path / "single", Path(tiny_model_dir)) > 1e-6
+    assert _max_weight_diff(tmp_path / "single", tmp_path / "multi") < 1e-7
+    a, b = _ledger(tmp_path / "single"), _ledger(tmp_path / "multi")
+    assert [e["record_ids"] for e in a] == [e["record_ids"] for e in b]
+    assert [e["loss"] for e in b] == pytest.approx([e["loss"] for e in a], rel=1e-5)
+    assert json.loads((tmp_path / "writes.1.json").read_text()) == []
+
+
+@pytest.mark.heavy
+def test_per_process_rollout_streams_are_refused_under_two_processes(tmp_path, tiny_model_dir):
+    """rollout_seeding 'step' would make the student depend on the number of processes: refused before any step,
+    naming the key, nothing written."""
+    res = _launch(tiny_model_dir, tmp_path / "out", "--rollout-seeding", "step")
+    assert res.returncode != 0
+    assert "training.rollout_seeding='step' under 2 processes" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.heavy
+def test_leakaudit_train_under_two_processes_prepares_the_teacher_and_trains(tmp_path, tiny_model_dir):
+    """`leakaudit train --model-id` under the launcher: both processes prepare the run's teacher together (no lock
+    between them: the first would wait for the second inside the all-reduce), rank 0 measures it, then the student
+    is trained by both."""
+    from leakaudit.config import load_config
+    from leakaudit.study import Study
+
+    cfg = load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={tmp_path}", "name=r",
+                                                "teacher.kind=prepared", "teacher.prep.epochs=1",
+                                                "teacher.prep.batch_size=3", "training.rollout_seeding=record"])
+    Study(cfg, progress=False, log=lambda m: None).run_all(until="plan")
+    run = tmp_path / "r"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    res = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                          "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                          "--main_process_port", str(_free_port()), "-m", "leakaudit.cli", "train", "--plan",
+                          str(run), "--model-id", "math-s0"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for model in ("_teacher", "math-s0"):
+        meta = json.loads((run / "models" / model / "meta.json").read_text())
+        assert meta["num_processes"] == 2 and (run / "models" / model / "DONE").is_file()
+    assert json.loads((run / "teacher_literalness.json").read_text())["teacher"] == "prepared"
+    assert not list(run.rglob("*.partial"))
