@@ -168,3 +168,22 @@ def test_default_family_of_an_offline_label_is_its_attack_s():
     assert default_family("leaky@offline") == default_family("leaky") == "fresh"
     assert default_family("rmia@offline") == default_family("rmia") == "fixed"
     assert default_family("blind_text@offline") == "blind"
+
+
+def test_roc_figure_draws_the_given_attacks_coloured_by_family():
+    from leakaudit.metrics import normalise_scores
+    from leakaudit.report.plots import family_colours, roc_figure
+
+    from fake_run import fake_scores
+
+    scores = normalise_scores(fake_scores())
+    scores = scores[~scores["null_check"] & (scores["domain"] == "code")]
+    fig = roc_figure(scores, title="code", labels=["leaky", "loss", "blind_text"])
+    lines = [line for line in fig.axes[0].get_lines() if line.get_linestyle() != "--"]
+    assert len(lines) == 3  # the three asked for, not min_k; the dashed diagonal aside
+    legend = fig.axes[1].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["leaky", "loss", "blind_text"]
+    colours = family_colours(["leaky", "loss", "min_k", "blind_text"],
+                             {"leaky": "fresh", "loss": "fixed", "min_k": "fixed", "blind_text": "blind"})
+    # one family, one hue: the two fixed-text attacks are shades of orange (red channel above blue)
+    assert all(colours[a][0] > colours[a][2] for a in ("loss", "min_k")) and colours["leaky"][2] > colours["leaky"][0]

@@ -16,8 +16,8 @@ import yaml
 from leakaudit.io import staging_dir, write_json, write_text
 from leakaudit.literalness import load as load_literalness
 from leakaudit.realism import realism_card
-from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, attack_base, fpr_label, normalise_scores, resolvable_key,
-                               summarise, tpr_key)
+from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, attack_base, fpr_label, normalise_scores,
+                               normalise_within_target, resolvable_key, summarise, tpr_key)
 from leakaudit.per_target import headline_table, mean_target_tables
 from leakaudit.report import html as H
 from leakaudit.report import plots
@@ -238,7 +238,10 @@ def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, lea
         made["auroc_bars"] = plots.save_png(plots.auroc_bars_figure(headline), out_dir / "auroc_bars.png")
     for domain, g in real.groupby("domain", sort=True):
         name = f"roc_{_slug(domain)}"
-        made[name] = plots.save_png(plots.roc_figure(g, title=str(domain)), out_dir / f"{name}.png")
+        picked = headline[headline["domain"] == domain]["attack"] if not headline.empty else pd.Series(dtype=str)
+        labels = [a for a in dict.fromkeys(picked) if a in set(g["label"])] or None  # the headline's, at most 6
+        made[name] = plots.save_png(plots.roc_figure(normalise_within_target(g), title=str(domain), labels=labels),
+                                    out_dir / f"{name}.png")
     if not headline.empty:
         last = headline["domain"].iloc[-1]
         labels = [a for a in dict.fromkeys(headline[headline["domain"] == last]["attack"]) if a in set(real["label"])]
@@ -428,7 +431,10 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                               H.table(negatives), anchor="negatives"))
     rocs = [plot(k, k) for k in sorted(made) if k.startswith("roc_")]
     if rocs:
-        secs.append(H.section("ROC curves (pooled per domain)", *rocs, anchor="roc"))
+        secs.append(H.section("ROC curves (per domain, scores normalised within each target)", *rocs,
+                              '<p class="note">The headline\'s attacks, pooled over a domain\'s targets after a '
+                              'label-free robust z-score within each target; one colour family per attack family '
+                              '(same-trajectory blue, fixed-text orange, blind grey).</p>', anchor="roc"))
     if "score_distributions" in made:
         secs.append(H.section("Score distributions", plot("score_distributions", "score distributions"),
                               anchor="distributions"))

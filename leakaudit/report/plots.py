@@ -39,15 +39,35 @@ def roc_curves(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["label", "fpr", "tpr"])
 
 
-def roc_figure(scores: pd.DataFrame, *, title: str = "") -> plt.Figure:
-    """ROC of every attack over `scores` (pooled), on linear axes (left) and log-log axes (right)."""
+FAMILY_PALETTES = {"fresh": "Blues_r", "fixed": "Oranges_r", "blind": "Greys_r"}
+"""One colour family per attack family (shades within it): same-trajectory blue, fixed-text orange, blind grey."""
+
+
+def family_colours(labels: list[str], families: dict[str, str]) -> dict[str, tuple]:
+    """label -> colour: each family's labels get shades of its FAMILY_PALETTES entry (unknown family: grey)."""
+    out: dict[str, tuple] = {}
+    for fam in dict.fromkeys(families.get(lab, "blind") for lab in labels):
+        members = [lab for lab in labels if families.get(lab, "blind") == fam]
+        shades = sns.color_palette(FAMILY_PALETTES.get(fam, "Greys_r"), len(members) + 2)
+        out.update(zip(members, shades))
+    return out
+
+
+def roc_figure(scores: pd.DataFrame, *, title: str = "", labels: list[str] | None = None) -> plt.Figure:
+    """ROC of the attack `labels` (default: every label in `scores`) over `scores` pooled, on linear axes (left) and
+    log-log axes (right); one colour family per attack family, the legend outside the panels. The report passes its
+    headline's attacks (at most 6) and scores normalised within each target (leakaudit.metrics.normalise_within_target)."""
     sns.set_theme(style="whitegrid")
+    labels = list(dict.fromkeys(labels if labels is not None else sorted(scores["label"].unique())))
+    scores = scores[scores["label"].isin(labels)]
     curves = roc_curves(scores)
+    families = dict(zip(scores["label"], scores["family"])) if "family" in scores else {}
+    palette = family_colours([lab for lab in labels if lab in set(curves["label"])], families)
     n_neg = int((~scores["is_member"].astype(bool)).sum() / max(scores["label"].nunique(), 1))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for ax, log in zip(axes, (False, True)):
-        sns.lineplot(data=curves, x="fpr", y="tpr", hue="label", estimator=None, sort=False, ax=ax,
-                     drawstyle="steps-post", legend=not log)
+        sns.lineplot(data=curves, x="fpr", y="tpr", hue="label", hue_order=list(palette), palette=palette,
+                     estimator=None, sort=False, ax=ax, drawstyle="steps-post", legend=log)
         lo = min(1e-3, 0.5 / max(n_neg, 1)) if log else 0.0
         ax.plot([max(lo, 1e-9), 1], [max(lo, 1e-9), 1], ls="--", c="grey", lw=1)
         if log:
@@ -56,8 +76,8 @@ def roc_figure(scores: pd.DataFrame, *, title: str = "") -> plt.Figure:
             ax.set(xlim=(0, 1), ylim=(0, 1.01))
         ax.set(xlabel="false positive rate", ylabel="true positive rate",
                title=("log-log" if log else "linear") + (f" — {title}" if title else ""))
-    if axes[0].get_legend() is not None:
-        sns.move_legend(axes[0], "lower right", title="attack", fontsize=8)
+    if axes[1].get_legend() is not None:
+        sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.02, 1), title="attack", fontsize=8)
     fig.tight_layout()
     return fig
 
