@@ -230,8 +230,10 @@ def test_api_audit_of_a_string_only_server_that_dies_mid_audit(audit_files, tiny
     out = audit_files / "api_strings"
     flags = ["--no-token-ids", "--no-prompt-logprobs"]
     probe_posts = 4  # two sampling requests, one prompt_logprobs and one echo request (both ignored)
+    preflight = 1  # the audit's check before training: one short sampled request (api_stage.probe_api_target)
     argv = ["--target-model", "tiny", "--api-key-env", "", "--api-concurrency", "1", "--api-retries", "1"]
-    with ServerProcess(tiny_model_dir, *flags, "--corrupt-first", "1", "--kill-after", str(probe_posts + 2)) as a:
+    with ServerProcess(tiny_model_dir, *flags, "--corrupt-first", "1",
+                       "--kill-after", str(preflight + probe_posts + 2)) as a:
         port = a.port
         assert _audit(a.url, out, audit_files, tiny_model_dir, tiny_model_dir_b, *argv) == 1 and not a.alive()
     err = capsys.readouterr().err

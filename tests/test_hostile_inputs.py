@@ -50,7 +50,7 @@ def _audit_study(tmp: Path, tiny_model_dir: str, target: str, out: Path, *, log=
     cands, pop = _audit_files(tmp)
     req = AuditRequest(target=target, candidates=cands, population=pop, base_model=tiny_model_dir, out=out,
                        n_train_references=2, **request)
-    return Study(audit_config(req), progress=False, log=log)
+    return Study(audit_config(req), force=req.force, progress=False, log=log)  # as run_audit makes it
 
 
 # ---- 1. only inside the run directory, only into a directory leakaudit made ----------------------------------
@@ -159,6 +159,14 @@ def test_a_target_that_needs_custom_code_is_refused_before_anything_is_trained(t
     with pytest.raises(InputError, match=r"audit.target \(--target\): .* does not load without custom code"):
         study.prepare()
     assert not out.exists()
+
+
+def test_a_base_model_that_needs_custom_code_is_refused_before_anything_is_trained(tmp_path, tiny_model_dir):
+    custom = str(_custom_code_model(tmp_path, tiny_model_dir))
+    study = _study(tmp_path / "runs", tiny_model_dir, f"base_model={custom}")
+    with pytest.raises(InputError, match=r"base_model \(--base-model\): .* does not load without custom code"):
+        study.run_all(until="records")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_trust_remote_code_prints_a_notice_naming_the_models(tmp_path, tiny_model_dir):
@@ -298,6 +306,17 @@ def test_a_run_directory_refusing_the_lock_file_is_exit_2_naming_it(tmp_path, mo
 
 
 # ---- 5. the audit has the --force its messages name -------------------------------------------------------------
+def test_a_stale_audit_names_a_force_the_audit_takes(tmp_path, tiny_model_dir):
+    out = tmp_path / "out"
+    _audit_study(tmp_path, tiny_model_dir, tiny_model_dir, out).run_all(until="plan")
+    records = out / "records.jsonl"
+    records.write_text(records.read_text(encoding="utf-8").replace("times", "by"), encoding="utf-8")
+    with pytest.raises(InputError, match="rerun with --force records"):
+        _audit_study(tmp_path, tiny_model_dir, tiny_model_dir, out).run_all(until="plan")
+    _audit_study(tmp_path, tiny_model_dir, tiny_model_dir, out, force=["records"]).run_all(until="plan")
+    assert "times" in records.read_text(encoding="utf-8")
+
+
 def test_audit_takes_force_as_run_study_does(tmp_path, tiny_model_dir, capsys):
     cands, pop = _audit_files(tmp_path)
     code = main(["audit", "--target", tiny_model_dir, "--candidates", str(cands), "--population", str(pop),
