@@ -43,8 +43,8 @@ def test_explore_study_runs_and_shows_tables_and_figures(fake_run, monkeypatch):
     nb = run_notebook("explore_study.ipynb", fake_run, monkeypatch)
     assert not outputs(nb, "error")
     text = texts(nb)
-    assert "best fixed baseline" in text and "math-0" in text
-    assert "Leaky above" in text  # the paired table: the fake Leaky (signal 2.5) against loss / min_k
+    assert "best OUT-only baseline" in text and "math-0" in text
+    assert "mean per-target AUROC [95% CI]" in text and "Δ Leaky − this [95% CI]" in text  # the paired headline
     # the blind text check (fake scores are not blind_text's own, so its null is not computed: the CI rule)
     assert "Blind text baseline consistent with no text difference" in text and "CI rule" in text
     # the teacher cell: the synthetic run predates the literalness files (and its study.yaml names no teacher)
@@ -62,6 +62,17 @@ def test_explore_study_shows_the_teacher_and_its_literalness(tmp_path, monkeypat
     assert "-0.005 with context vs -0.317 without (mean over 3 candidates)" in text
     assert "members 0.581 vs non-members 0.410, AUROC 0.766 (pooled over 2 real targets)" in text
     assert "pooled (2 real targets)" in text and "log p privileged, with context" in text  # both tables shown
+
+
+@pytest.mark.heavy  # the tiny study of the session (a whole extra study in this file's worker)
+def test_explore_study_runs_on_a_real_tiny_study(tiny_study_run, monkeypatch):
+    """The notebook against a run the pipeline made (the tiny preset on the tiny model), not the synthetic one."""
+    _, root = tiny_study_run
+    nb = run_notebook("explore_study.ipynb", root, monkeypatch)
+    assert not outputs(nb, "error")
+    text = texts(nb)
+    assert "mean per-target AUROC [95% CI]" in text and "Leaky" in text
+    assert any("image/png" in o["data"] for o in outputs(nb, "display_data"))
 
 
 def test_audit_student_ranks_candidates_without_labels(tmp_path, monkeypatch):
