@@ -1,4 +1,4 @@
-"""Sweep: which study settings make membership visible, and to which attacks? (issue 6)
+"""Sweep: which study settings make membership visible, and to which attacks?
 
 Each sweep point is a full study (records → plan → teacher → students → signals → attacks → metrics) run by
 the library with `--set`-style overrides on top of a preset, in its own run directory under runs/sweep/.
@@ -27,7 +27,7 @@ from leakaudit.study import Study
 # name -> overrides on top of the preset (quick: the first default study's settings). One factor at a time,
 # except the last two points, which combine what the earlier ones showed was needed.
 CODE_ONLY = "data.domains={code: {source: humaneval}}"
-# Issue 14's regime: a background set shared by every student, a few passes, 8 students (3 matched OUT references
+# The regime: a background set shared by every student, a few passes, 8 students (3 matched OUT references
 # per record), the subset-balanced keep matrix, full-vocabulary reverse KL. One teacher per point: `restated` (answers
 # from its context in another surface form) or `prepared` (copies its context). regime_code_prepared = preset default.
 REGIME = ["data.n_population=16", "data.n_teacher_records=64", "data.n_background=32", "data.n_candidates=24",
@@ -40,17 +40,17 @@ POINTS: dict[str, list[str]] = {
     "regime_math_prepared": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared"],
     "regime_medical_restated": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=restated"],
     "regime_medical_prepared": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=prepared"],
-    # both reference designs in one run (issue 14, part 3): the matched OUT students as above, and 4 offline references
+    # both reference designs in one run: the matched OUT students as above, and 4 offline references
     # trained on the background + 12 of 24 reference-only records (never a candidate), attacks labelled '@offline'.
     # The reference slice follows every other one in the seeded shuffle, so the students' records and seeds, hence
     # the matched design's scores, are regime_medical_prepared's.
     "regime_medical_prepared_offline4": ["data.domains={medical: {source: medical}}", *REGIME, "teacher.kind=prepared",
                                          "plan.n_offline_references=4", "data.n_reference_records=24"],
     # recipes that train harder inside the regime, to be chosen on a development seed (--seed 1) and then reported on
-    # a fresh one (issue 14: no tuning on the reported records): more passes, a larger step
+    # a fresh one (no tuning on the reported records): more passes, a larger step
     "regime_code_prepared_e8": [CODE_ONLY, *REGIME, "teacher.kind=prepared", "training.epochs=8"],
     # run E8 (seed 1): at 8 passes every attack detects membership, the fixed-text RMIA (0.748) above Leaky (0.683);
-    # the copying teacher pulls the students onto the very tokens the fixed-text attacks score (issue 14, part 2), so
+    # the copying teacher pulls the students onto the very tokens the fixed-text attacks score, so
     # the restated teacher at 8 passes (at 3 its students ended farther from it, run R) is the next development point
     "regime_code_restated_e8": [CODE_ONLY, *REGIME, "teacher.kind=restated", "training.epochs=8"],
     # run RE8 (seed 1): the restated teacher at 8 passes lowers every attack (Leaky 0.539, RMIA 0.625), RMIA still
@@ -85,7 +85,7 @@ POINTS: dict[str, list[str]] = {
     # time. Chosen from the realism card (at-cap fraction, final-answer match), which reads no membership label.
     "regime_math_prepared_tok128": ["data.domains={math: {source: champ}}", *REGIME, "teacher.kind=prepared",
                                     "training.max_new_tokens=128", "signals.sampling.max_new_tokens=128"],
-    # the hand experiment of issue 6 inside the pipeline: a teacher prepared on 96 records, 8 members per student
+    # the first hand experiment inside the pipeline: a teacher prepared on 96 records, 8 members per student
     "code_teacher96_m8_e30": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96", "data.n_candidates=16",
                               "training.epochs=30", "training.batch_size=8", "training.max_new_tokens=48"],
     # the same with the subset-balanced keep matrix (reference identity independent of the label)
@@ -98,7 +98,7 @@ POINTS: dict[str, list[str]] = {
                                   "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                   "training.max_new_tokens=48", "plan.keep_design=balanced_subsets"],
     # ... trained with the full-vocabulary reverse KL instead of the sampled-token estimator (the default preset from
-    # issue 6 until issue 14: README runs D-H)
+    # the first sweep until the regime)
     "code_body_m8_e30_balanced_full_rkl": [CODE_ONLY, "teacher.kind=prepared", "data.n_teacher_records=96",
                                            "data.n_candidates=16", "training.epochs=30", "training.batch_size=8",
                                            "training.max_new_tokens=48", "plan.keep_design=balanced_subsets",

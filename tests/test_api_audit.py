@@ -1,4 +1,4 @@
-"""Issue 16: a student reachable only over an OpenAI-compatible log-prob API, against a real HTTP server on
+"""A student reachable only over an OpenAI-compatible log-prob API, against a real HTTP server on
 127.0.0.1 (bench/api_server.py: the tiny model behind vLLM's response schema, leakaudit's seeded sampler).
 
 Tolerance: per-token log-probs over HTTP equal the local backend's within 1e-5 nats (fp32; both sides run

@@ -1,4 +1,4 @@
-"""Issue 16 without a server: the vLLM-schema parser on recorded responses (tests/fixtures/vllm, README there says
+"""The API target without a server: the vLLM-schema parser on recorded responses (tests/fixtures/vllm, README there says
 where their shape comes from), token-string recovery with its re-encode check, the journal's torn-line recovery,
 URL / API key validation, and the backoff schedule."""
 

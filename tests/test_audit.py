@@ -1,6 +1,6 @@
 """`leakaudit audit` is a study with the target given: it resumes, and it never reuses work done for another
 target, other candidates or a target changed in place; its records are checked before anything
-is written (items 3, 5, 6). Issue 14: its references are trained with the target's recipe (--teacher, --config,
+is written. Its references are trained with the target's recipe (--teacher, --config,
 --preset, --set), which audit.json records with where each part came from and the CLI prints; it runs the offline
 forms of RMIA and LiRA instead of skipping them."""
 
@@ -369,7 +369,7 @@ def _background_inputs(tmp_path, audit_inputs):
 
 def test_background_is_trained_on_by_every_reference_and_stated_in_the_recipe(audit_inputs, tiny_model_dir, capsys,
                                                                            tmp_path):
-    """Issue 14: an audit's references train with the target's recipe, background included (--background)."""
+    """An audit's references train with the target's recipe, background included (--background)."""
     tmp, target, background, extra = _background_inputs(tmp_path, audit_inputs)
     out = tmp_path / "run"
     code, stdout, err = _audit(capsys, tmp, target, out, "--background", background, base_model=tiny_model_dir)

@@ -212,7 +212,7 @@ def _study_hash_on_a_bf16_native_machine(cfg, monkeypatch) -> str:
 
 
 def test_options_added_later_at_their_neutral_value_keep_the_hash_of_runs_made_before_them(monkeypatch):
-    """Issue 14 added data.n_background, data.n_reference_records and plan.n_offline_references; at 0 they compute
+    """The regime added data.n_background, data.n_reference_records and plan.n_offline_references; at 0 they compute
     what the code did before, so a run directory made before them still resumes. Golden hashes: the presets' as
     computed at commit 44ff94d (before those keys existed), as a study on a bf16-native machine resolves them."""
     from leakaudit.config import NEUTRAL_DEFAULTS
@@ -263,7 +263,7 @@ def test_several_null_students_need_population_and_label_sources():
 
 
 def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path, monkeypatch):
-    """Issue 15: where the jobs run does not change what they compute, so `execution` never changes the hash (a run
+    """Where the jobs run does not change what they compute, so `execution` never changes the hash (a run
     directory resumes under either backend, and runs made before the section existed keep theirs)."""
     plain = load_config(preset="tiny")
     assert plain.execution.backend == "local" and plain.execution.address is None

@@ -1,4 +1,4 @@
-"""Issue 13, signals: the study's signals.share_prefix / share_prefill keys reach the backend and the signals stage's
+"""Signals: the study's signals.share_prefix / share_prefill keys reach the backend and the signals stage's
 inputs hash; HFOptions refuses wrong types naming the field; bf16 sampling runs on a bf16 copy of the weights."""
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_pa
 
 @pytest.mark.heavy
 def test_background_set_is_shared_by_every_student_and_disjoint_from_every_other_record(tmp_path, tiny_model_dir):
-    """Issue 14: every student and the null student of a domain train on the same background set besides their own
+    """Every student and the null student of a domain train on the same background set besides their own
     records; no background record is a candidate, a population record or a teacher record."""
     from leakaudit.data.records import read_jsonl
 
@@ -197,7 +197,7 @@ def test_background_set_is_shared_by_every_student_and_disjoint_from_every_other
 
 @pytest.mark.heavy
 def test_offline_references_attack_every_target_beside_the_matched_ones(tmp_path, tiny_model_dir):
-    """Issue 14 item 3: with plan.n_offline_references every target is attacked again with the domain's offline
+    """With plan.n_offline_references every target is attacked again with the domain's offline
     references (trained on background + reference-only records, never a candidate), by the attacks that read
     references, in their offline forms, labelled '@offline'; they score every trajectory of every target."""
     import pandas as pd

@@ -188,7 +188,7 @@ def null_check_table(metrics: pd.DataFrame) -> pd.DataFrame:
 
 def null_verdict(nulls: pd.DataFrame) -> tuple[bool, list[str]]:
     """(passed, the labels it read) for null_check_table's rows. The verdict is on Leaky, the attack under test, in
-    every reference design it ran with ('leaky' and 'leaky@offline': the offline one is what issue 14's rule reads):
+    every reference design it ran with ('leaky' and 'leaky@offline': the offline one is Leaky's primary design):
     passed when each one's CI contains 0.5. Without a Leaky row, on every attack. With many attacks at 95% coverage
     about 5% of the others exclude 0.5 by chance alone, so the page reports their count against that."""
     leaky = nulls[nulls["label"].map(attack_base) == "leaky"] if "label" in nulls else nulls.iloc[:0]
