@@ -436,6 +436,31 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def prepared_study_cost(study: Any) -> StudyCost:
+    """The cost of a prepared leakaudit.study.Study: its plan's workload, its records' measured token lengths."""
+    cfg = study.cfg
+    lengths = measured_lengths(list(study.records().values()), study.tokenizer, cfg.training.teacher_template)
+    return study_cost(cfg, model_shape(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
+                      {**budget_lengths(cfg), **lengths}, workload_from_study(study))
+
+
+def estimate_here(study: Any, *, rates_path: str | Path | None = None) -> tuple[dict[str, float], str] | None:
+    """(stage -> estimated seconds on this machine, the machine class the rates were fitted on) for a prepared
+    study; None when no stored rates match this machine class. For the study's per-stage ETA lines."""
+    from leakaudit.envinfo import cpu_info
+
+    machine = cpu_info()["tag"]
+    rates = next((r for r in read_rates(rates_path) if r.machine == machine), None)
+    if rates is None:
+        return None
+    return seconds_here(prepared_study_cost(study), rates), machine
+
+
+def eta_text(seconds: float) -> str:
+    """A duration for a progress line ('12.5 min', '1.3 h')."""
+    return _hours(seconds)
+
+
 def dry_run(study: Any, *, gpu: str = "H100", dense_utilisation: float = 0.35, bandwidth_utilisation: float = 0.5,
             rates_path: str | Path | None = None) -> str:
     """Validate everything a run of `study` (a leakaudit.study.Study) would, write nothing, and return the plan with
@@ -448,9 +473,7 @@ def dry_run(study: Any, *, gpu: str = "H100", dense_utilisation: float = 0.35, b
         raise ConfigError(f"--gpu {gpu!r}: unknown GPU class; choose one of {', '.join(cards)}")
     study.prepare(start_executor=False)
     cfg = study.cfg
-    lengths = measured_lengths(list(study.records().values()), study.tokenizer, cfg.training.teacher_template)
-    cost = study_cost(cfg, model_shape(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
-                      {**budget_lengths(cfg), **lengths}, workload_from_study(study))
+    cost = prepared_study_cost(study)
     machine = cpu_info()["tag"]
     rates = next((r for r in read_rates(rates_path) if r.machine == machine), None)
     here = seconds_here(cost, rates) if rates is not None else None

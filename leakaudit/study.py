@@ -29,7 +29,7 @@ from leakaudit.config import StudyConfig, dump_config, with_seed
 from leakaudit.data.admit import admit, check_budget
 from leakaudit.data.records import (Record, check_unique, make_record_id, normalise_id, read_jsonl, record_lines,
                                     write_jsonl)
-from leakaudit.errors import ConfigError, InputError
+from leakaudit.errors import ConfigError, InputError, LeakauditError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text
 from leakaudit.locks import launch_ranks, made_once, run_exclusively
@@ -260,11 +260,18 @@ class Study:
 
             self.log(f"[audit] {recipe_line(self.reference_recipe())}")
         self._write_header()
+        eta = self._stage_estimates()
         try:
             for i, stage in enumerate(STAGES):
                 if i < self._todo_from:
                     self.log(f"[{stage}] skipped: finished earlier on the same inputs")
                 else:
+                    if eta and eta[0].get(stage):
+                        from leakaudit.cost import eta_text
+
+                        left = sum(eta[0].get(s, 0.0) for s in STAGES[i:])
+                        self.log(f"[{stage}] started: about {eta_text(eta[0][stage])} for this stage, "
+                                 f"{eta_text(left)} left for the study (rates measured on {eta[1]})")
                     start = time.time()
                     getattr(self, f"stage_{stage}")()
                     # the driver's freed working set (the teacher's ~5 GB, bench/results/teacher_memory_release.json)
@@ -276,6 +283,17 @@ class Study:
                     break
         finally:
             self.close()
+
+    def _stage_estimates(self) -> tuple[dict[str, float], str] | None:
+        """leakaudit.cost's per-stage estimate for this machine class, for the ETA lines; None where no stored
+        rates match this machine or the estimate cannot be made (it only informs: a run never fails on it)."""
+        from leakaudit.cost import estimate_here
+
+        try:
+            return estimate_here(self)
+        except (LeakauditError, OSError, KeyError, ValueError) as e:
+            self.log(f"[eta] no estimate: {e}")
+            return None
 
     def prepare(self, *, start_executor: bool = True) -> None:
         """Load and check everything in memory; write nothing. Raises InputError / ConfigError (exit 2).

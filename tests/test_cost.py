@@ -149,3 +149,29 @@ def test_gpu_presets_price_from_their_config_alone(preset):
     r = cfg.data.n_candidates // 2 + cfg.data.n_background
     assert cost.opd_steps == 3 * per_domain * cfg.training.epochs * math.ceil(r / cfg.training.batch_size)
     assert cost.stages["students"].peak_bytes > 16 * qwen.params
+
+
+def test_a_study_logs_each_stage_with_its_estimate_and_the_time_left(tmp_path, tiny_model_dir, monkeypatch):
+    """Per stage that runs, one line with leakaudit.cost's estimate for this machine class and the study's time left
+    (the sum of this and later stages), from the stored rates; no line where no rates match the machine."""
+    import leakaudit.envinfo as envinfo
+    from leakaudit.cost import read_rates
+    from leakaudit.study import Study
+
+    from conftest import tiny_study_config
+
+    machine = read_rates()[0].machine
+    monkeypatch.setattr(envinfo, "cpu_info", lambda: {"tag": machine})
+    lines: list[str] = []
+    cfg = tiny_study_config(tmp_path, tiny_model_dir)
+    Study(cfg, progress=False, log=lines.append).run_all(until="students")
+    started = [line for line in lines if "] started: about " in line]
+    assert started and all(f"rates measured on {machine}" in line for line in started)
+    # the tiny preset's teacher is the frozen base (no cost): the first estimated stage is the students'
+    assert started[0].startswith("[students] started") and "left for the study" in started[0]
+    assert lines.index(started[0]) < next(i for i, x in enumerate(lines) if x.startswith("[students] done in"))
+
+    monkeypatch.setattr(envinfo, "cpu_info", lambda: {"tag": "no-such-machine"})
+    lines.clear()
+    Study(tiny_study_config(tmp_path / "other", tiny_model_dir), progress=False, log=lines.append).run_all(until="plan")
+    assert not [line for line in lines if "] started: about " in line]
