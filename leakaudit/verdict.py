@@ -277,3 +277,66 @@ def verdict_sentences(v: dict) -> tuple[str, list[str]]:
                        f"empirical epsilon lower bound {e['epsilon_lb']:.2f} (delta {e['delta']:g}, Clopper-Pearson "
                        f"at {e['confidence']:.0%}; Jagielski et al. 2020).")
     return head, details
+
+
+# ---- a study: do its targets leak? -------------------------------------------------------------------------------
+STUDY_PRIMARY = ("leaky@offline", "leaky")
+"""A study's primary attack label, in order of preference: Leaky with offline references (which trained on no
+candidate), else Leaky with matched OUT references."""
+
+
+def study_verdict(scores, *, n_boot: int = 1000, seed: int = 0) -> dict | None:
+    """Do a study's targets leak? Per target, the one-sided global test of its members' primary-attack scores against
+    its non-members' (`global_test`); for the family of real targets a Bonferroni p-value, min(1, n * min p) (valid
+    whatever the dependence between targets, which share candidates); the null targets' tests beside them (they
+    trained on no candidate: their p-values should be unremarkable), and the blind text baseline per real target
+    (a CI above 0.5: members and non-members differ as text, so no score difference shows leakage).
+
+    scores: scores.parquet's rows (record_id, target, attack, score, is_member, null_check). Returns None without a
+    labelled primary attack; else {primary, targets [{target, domain, null_check, ...global_test}], n_targets,
+    n_rejected, family_p, null_targets [...], blind [{target, ...global_test, valid}], valid, evidence, headline}."""
+    label = next((a for a in STUDY_PRIMARY if (scores.attack == a).any()), None)
+    if label is None:
+        return None
+    rows = scores[(scores.attack == label) & scores.is_member.notna()]
+
+    def tests(frame) -> list[dict]:
+        out = []
+        for (target, domain, null_check), g in frame.groupby(["target", "domain", "null_check"], sort=True):
+            y = g.is_member.astype(bool).to_numpy()
+            s = g.score.to_numpy(dtype=float)
+            if y.all() or not y.any():
+                continue
+            out.append({"target": str(target), "domain": str(domain), "null_check": bool(null_check),
+                        **global_test(s[y], s[~y], n_boot=n_boot, seed=seed)})
+        return out
+
+    every = tests(rows)
+    if not every:
+        return None
+    real = [t for t in every if not t["null_check"]]
+    null = [t for t in every if t["null_check"]]
+    blind = tests(scores[(scores.attack == BLIND_ATTACK) & scores.is_member.notna() & ~scores.null_check.astype(bool)])
+    for b in blind:
+        b["valid"] = not (b["auroc_lo"] > 0.5)
+    family_p = min(1.0, len(real) * min(t["p_value"] for t in real)) if real else float("nan")
+    out = {"primary": label, "targets": real, "n_targets": len(real),
+           "n_rejected": sum(t["p_value"] < GLOBAL_ALPHA for t in real), "family_p": family_p,
+           "null_targets": null, "blind": blind, "valid": all(b["valid"] for b in blind),
+           "evidence": bool(family_p < GLOBAL_ALPHA)}
+    out["headline"] = study_sentence(out)
+    return out
+
+
+def study_sentence(v: dict) -> str:
+    """The study verdict's headline (study_verdict's keys)."""
+    nulls = ", ".join(f"{t['target']} p = {t['p_value']:.2g}" for t in v["null_targets"]) or "none"
+    tail = (f" Null targets (trained on no candidate): {nulls}.")
+    if not v["valid"]:
+        bad = [b["target"] for b in v["blind"] if not b["valid"]]
+        return (f"The test is not valid for this study: a text-only classifier tells members from non-members on "
+                f"{', '.join(bad)}, so a score difference would not show leakage." + tail)
+    what = (f"{v['n_rejected']} of {v['n_targets']} targets' members score higher than their non-members at "
+            f"p < {GLOBAL_ALPHA:g} ({v['primary']}); Bonferroni over the targets p = {v['family_p']:.2g}.")
+    head = "The targets leak: " if v["evidence"] else "No evidence that the targets leak: "
+    return head + what + tail

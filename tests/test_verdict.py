@@ -199,3 +199,46 @@ def test_verdict_box_states_the_headline_warnings_and_tests():
     assert v["headline"].split(":")[0] in box and "leaky (primary)" in box and "blind text (exchangeability" in box
     assert v["warnings"] and all(html.escape(w) in box for w in v["warnings"])  # 9 null records: 0.1 / 6 not reached
     assert verdict_section(None) == ""
+
+
+# ---- a study's verdict ---------------------------------------------------------------------------------------------
+def _study_scores(shift: float, *, blind_shift: float = 0.0, seed: int = 0):
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for target, null_check in (("math-s0", False), ("math-s1", False), ("math-null", True)):
+        y = np.r_[np.ones(20, bool), np.zeros(20, bool)]
+        for attack, d in (("leaky@offline", 0.0 if null_check else shift), ("leaky", 0.0), ("blind_text", blind_shift)):
+            s = rng.normal(size=40) + np.where(y, d, 0.0)
+            rows += [{"record_id": f"r{i}", "target": target, "domain": "math", "attack": attack, "score": s[i],
+                      "is_member": float(y[i]), "null_check": null_check} for i in range(40)]
+    return pd.DataFrame(rows)
+
+
+def test_study_verdict_by_target_with_bonferroni_and_the_null_target():
+    from leakaudit.verdict import study_verdict
+
+    v = study_verdict(_study_scores(2.0), n_boot=0)
+    assert v["primary"] == "leaky@offline" and v["n_targets"] == 2 and [t["target"] for t in v["null_targets"]] == \
+        ["math-null"]
+    # Bonferroni by hand: 2 real targets -> twice the smaller p-value
+    assert v["family_p"] == pytest.approx(2 * min(t["p_value"] for t in v["targets"]))
+    assert v["evidence"] and v["n_rejected"] == 2 and v["valid"]
+    assert v["headline"].startswith("The targets leak: 2 of 2 targets' members score higher")
+    assert "Null targets (trained on no candidate): math-null p = " in v["headline"]
+    v = study_verdict(_study_scores(0.0, seed=1), n_boot=0)
+    assert not v["evidence"] and v["headline"].startswith("No evidence that the targets leak")
+    v = study_verdict(_study_scores(2.0, blind_shift=3.0), n_boot=100)
+    assert not v["valid"] and v["headline"].startswith("The test is not valid for this study")
+    assert study_verdict(_study_scores(1.0).query("attack == 'blind_text'")) is None
+
+
+def test_a_study_report_opens_with_its_verdict(tmp_path):
+    from fake_run import write_fake_run
+    from leakaudit.report import build_report
+
+    root = write_fake_run(tmp_path / "study")
+    html = build_report(root, n_boot=20, n_perm=0).read_text()
+    assert html.index("<section") == html.index('<section id="verdict">')
+    assert "Verdict: do the targets leak?" in html

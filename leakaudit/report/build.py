@@ -32,7 +32,7 @@ from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
 from leakaudit.report.realism_section import realism_section, realism_summary
 from leakaudit.report.redact import Redactor
 from leakaudit.report.teacher import literalness_summary, teacher_info, teacher_section
-from leakaudit.report.verdict_section import read_verdict, verdict_section
+from leakaudit.report.verdict_section import verdict_box
 from leakaudit.rundir import RunDir
 
 SCHEMA_VERSION = 1
@@ -370,7 +370,7 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
     (leakaudit.realism.realism_card) the "Targets: realism card" section after it; `mean_target`
     (leakaudit.per_target.mean_target_tables) the "Every attack" table after the headline."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
-    secs = [box for box in (verdict_section(read_verdict(run.root)),) if box]  # an audit's verdict leads the page
+    secs = [box for box in (verdict_box(run),) if box]  # the verdict (an audit's, or a study's) leads the page
     if blind_verdict and blind_verdict["warning"]:
         secs.append(H.section("Warning: members and non-members differ as text",
                               f'<p class="fail">{H.esc(blind_verdict["message"])}</p>'

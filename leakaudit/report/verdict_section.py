@@ -4,6 +4,8 @@
 is the HTML box: the headline in words and numbers, the exchangeability check, warnings repeated, the global test
 of every attack (the primary one fixed in advance, the others exploratory) and the flagged candidates.
 `verdict_page(run_dir)` is a whole page holding only the box, for an audit without labels (no metrics to report).
+`verdict_box(run)` is the report's first section: the audit's box, or for a study the study verdict
+(leakaudit.verdict.study_verdict: do the targets leak, with the null targets and the blind text baseline beside it).
 """
 
 from __future__ import annotations
@@ -68,3 +70,37 @@ def verdict_page(run_dir: str | Path) -> str | None:
         return None
     return H.page("leakaudit audit", "No membership labels: the verdict against the null sample; per-candidate "
                   "p-values in candidates.csv.", [verdict_section(verdict)])
+
+
+def study_section(verdict: dict | None) -> str:
+    """A study's verdict box ('' without one)."""
+    if not verdict:
+        return ""
+    cls = "fail" if (verdict["evidence"] or not verdict["valid"]) else "pass"
+    cols = ["target", "domain", "auroc", "auroc_lo", "auroc_hi", "p_value", "n_candidates", "n_null"]
+    names = {"auroc_lo": "CI low", "auroc_hi": "CI high", "p_value": "p-value (one-sided)", "n_candidates": "members",
+             "n_null": "non-members", "auroc": "AUROC"}
+    table = pd.DataFrame(verdict["targets"] + verdict["null_targets"])
+    blind = pd.DataFrame(verdict["blind"])
+    parts = [f'<p class="{cls}">{H.esc(verdict["headline"])}</p>',
+             H.table(table[cols].rename(columns=names), floatfmt="{:.3g}"),
+             '<p class="note">Per target: one-sided Mann-Whitney test of its members\' scores against its '
+             "non-members' under the primary attack, fixed in advance; null targets (trained on no candidate) last. "
+             "The family p-value is Bonferroni's, valid however the targets depend on each other.</p>"]
+    if not blind.empty:
+        parts += ['<p class="note">Blind text baseline (members vs non-members as text; a CI above 0.5 makes the test '
+                  "invalid):</p>", H.table(blind[cols].rename(columns=names), floatfmt="{:.3g}")]
+    return H.section("Verdict: do the targets leak?", *parts, anchor=ANCHOR)
+
+
+def verdict_box(run) -> str:
+    """The report's first section for a run (leakaudit.report.load.RunData): the audit's verdict box when audit.json
+    has one, else the study verdict computed from its scores ('' when neither applies)."""
+    audit = read_verdict(run.root)
+    if audit:
+        return verdict_section(audit)
+    if (Path(run.root) / "audit.json").is_file():
+        return ""  # an audit made before verdicts: its scores have no null sample
+    from leakaudit.verdict import study_verdict
+
+    return study_section(study_verdict(run.scores, n_boot=200, seed=0))
