@@ -255,6 +255,9 @@ def null_source_words(cfg: StudyConfig, n_null: int, n_population: int) -> str:
     """Where the null sample came from, in words (audit.json's verdict.null_source and the report)."""
     if cfg.audit is not None and cfg.audit.null_sample:
         return f"{n_null} records of --null-sample {cfg.audit.null_sample}, trained on by no reference"
+    if cfg.audit is not None and cfg.audit.references:
+        return (f"{n_null} records split off the population (the other {n_population} are RMIA's population; the given "
+                "references are taken to have trained on neither)")
     return (f"{n_null} records split off the population ({n_population} left for the references, which never train "
             "on the null sample)")
 
