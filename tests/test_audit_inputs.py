@@ -111,3 +111,28 @@ def test_version_flag(capsys):
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"leakaudit {__version__}\n"
+
+
+def test_an_audit_prepares_from_a_hub_layout_folder_and_a_csv(tmp_path, tiny_model_dir):
+    """The audit reads a Hugging Face dataset folder (candidates) and a CSV (population) with one column mapping; its
+    null sample is split off the population. prepare() checks everything and writes nothing."""
+    from leakaudit.audit import AuditRequest, audit_config
+    from leakaudit.study import Study
+
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    pd.DataFrame(ROWS).to_parquet(tmp_path / "hub" / "data" / "train-00000-of-00001.parquet", index=False)
+    pop = [{"id": f"p{i}", "question": f"What is {i} times 3?", "solution": f"{i} * 3 = {3 * i}."} for i in range(8)]
+    pd.DataFrame(pop).to_csv(tmp_path / "pop.csv", index=False)
+    out = tmp_path / "run"
+    req = AuditRequest(target=str(tiny_model_dir), candidates=Path(f"hf:{tmp_path / 'hub'}@train"),
+                       population=tmp_path / "pop.csv", base_model=str(tiny_model_dir), out=out,
+                       prompt_column="question", privileged_column="solution", id_column="id", domain="math",
+                       n_train_references=2)
+    study = Study(audit_config(req), log=lambda m: None, progress=False)
+    study.prepare()
+    plan = study.plan()
+    assert plan.audit_candidates("math") == ["q0", "q1", "q2", "q3"]
+    assert len(plan.null_sample("math")) == 4 and set(plan.null_sample("math")) <= {f"p{i}" for i in range(8)}
+    assert not set(plan.null_sample("math")) & set(plan.population["math"])
+    assert not out.exists()
+    study.close()
