@@ -80,7 +80,7 @@ def _gaussians(groups: list[np.ndarray], params: LiraParams) -> tuple[np.ndarray
 
 
 @register("lira_online", LiraParams, needs=("fixed_target", "fixed_refs", "fixed_ref_in"), family="fixed",
-          threat_model="IN+OUT",
+          threat_model="IN+OUT", offline_form=("lira_offline", {}),
           description="LiRA online: Gaussian log-likelihood ratio IN vs OUT of the reference text's mean log p")
 def lira_online(inputs: AttackInputs, params: LiraParams) -> np.ndarray:
     s, ins, outs = _stats(inputs, "lira_online", need_in=True)

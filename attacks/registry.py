@@ -68,6 +68,10 @@ class AttackSpec:
     description: str
     threat_model: str | Callable[[Any], str] = "OUT-only"
     """One of THREAT_MODELS, or a function of the attack's parameters returning one (RMIA: online or offline)."""
+    offline_form: tuple[str, dict[str, Any]] | None = None
+    """For an attack that can read IN references: (attack name, parameters to set) of its form that reads OUT
+    references only, which runs in its place where no reference trained on the candidate (audits, the offline
+    design). None: the attack has no such form."""
 
     def threat_model_of(self, params: Any = None) -> str:
         """The threat model of this attack run with `params` (None: defaults)."""
@@ -109,11 +113,13 @@ _REGISTRY: dict[str, AttackSpec] = {}  # populated by @register at import; the o
 
 def register(name: str, params_cls: type, *, needs: tuple[str, ...], family: str, description: str,
              threat_model: str | Callable[[Any], str] = "OUT-only",
+             offline_form: tuple[str, dict[str, Any]] | None = None,
              higher_is_member: bool = True) -> Callable[[AttackFn], AttackFn]:
     """Register `fn(inputs, params) -> float64 [N]` under `name`.
 
     threat_model: one of THREAT_MODELS, or a function of the parameters returning one; declared with the attack,
-    the one place that says which references it reads.
+    the one place that says which references it reads. offline_form: (name, parameters to set) of the form that
+    reads OUT references only (AttackSpec.offline_form).
 
     higher_is_member must be True: an attack whose natural statistic is member-low negates it itself, so the
     sign lives next to the statistic's definition and nowhere else.
@@ -134,7 +140,8 @@ def register(name: str, params_cls: type, *, needs: tuple[str, ...], family: str
     def deco(fn: AttackFn) -> AttackFn:
         if name in _REGISTRY:
             raise ConfigError(f"attack {name!r} is already registered")
-        _REGISTRY[name] = AttackSpec(name, fn, params_cls, tuple(needs), family, description, threat_model)
+        _REGISTRY[name] = AttackSpec(name, fn, params_cls, tuple(needs), family, description, threat_model,
+                                     offline_form)
         return fn
 
     return deco

@@ -90,7 +90,7 @@ def _offline_log_prior(log_p_out: np.ndarray, a: float) -> np.ndarray:
           needs=("fixed_target", "fixed_refs", "fixed_ref_in", "population_target", "population_refs",
                  "fixed_ref_cols"),
           family="fixed", description="RMIA: fraction of population records z with LR(x, z) > gamma",
-          threat_model=lambda p: "OUT-only" if p.offline else "IN+OUT")
+          threat_model=lambda p: "OUT-only" if p.offline else "IN+OUT", offline_form=("rmia", {"offline": True}))
 def rmia(inputs: AttackInputs, params: RmiaParams) -> np.ndarray:
     log_target_x = np.array([seq_mean_logp(t) for t in inputs.fixed_target], dtype=np.float64)
     pop_target = np.asarray(inputs.population_target, dtype=np.float64)             # [Z]

@@ -93,7 +93,7 @@ def column(root: Path, domain: str | None = None) -> dict[str, str]:
     for label, a in (("ref_ratio_refs (target − reference students)", "ref_ratio_refs"),
                      ("ref_ratio_refs, offline references", "ref_ratio_refs@offline"),
                      ("LiRA offline, offline references", "lira_offline@offline"),
-                     # the offline design runs an online attack's offline form (leakaudit.audit.offline_attacks)
+                     # the offline design runs an online attack's offline form (leakaudit.scoring.offline_attacks)
                      ("RMIA offline, offline references", "rmia_offline@offline"),
                      ("LiRA online (IN+OUT)", "lira_online"), ("RMIA online (IN+OUT)", "rmia"),
                      ("paper: max OUT-only baseline per target", "max OUT-only baseline per target"),

@@ -18,7 +18,7 @@ know the target's teacher). audit.json records the recipe and where each part of
 ("reference_recipe"); the CLI prints it.
 
 Attacks. Every reference of an audit is OUT for every candidate, so the online forms that need IN references
-cannot run; the audit runs their offline forms instead (`offline_attacks`): RMIA offline (rmia with
+cannot run; the audit runs the offline forms the attacks declare instead (leakaudit.scoring.offline_attacks): RMIA offline (rmia with
 offline=true, labelled rmia_offline: pr(x) ~ ((1 + a) pr_OUT(x) + (1 - a)) / 2, attacks/rmia.py) in place of
 rmia, and lira_offline (a one-sided test against the OUT Gaussian, attacks/lira.py) in place of lira_online.
 
@@ -35,10 +35,11 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from leakaudit.config import PRESETS, AttackSpecConfig, AuditConfig, StudyConfig, load_config
 from leakaudit.errors import ConfigError, InputError
+from leakaudit.scoring import offline_attacks
 
 AUDIT_DEFAULTS = ("teacher.kind=self",)
 """Settings an audit starts from when no recipe is given (no --config, --preset or --teacher): its references
@@ -49,8 +50,6 @@ RECIPE_TRAINING_KEYS = ("loss", "epochs", "batch_size", "learning_rate", "max_ne
                         "bf16_autocast")
 """training.* settings audit.json's reference_recipe states (every other one is in study.yaml); bf16_autocast as
 resolved on this machine ('auto' -> true where bf16 is native, leakaudit.precision)."""
-OFFLINE_FORMS = {"rmia": "rmia_offline", "lira_online": "lira_offline"}
-"""Attacks that need IN references -> the label of the offline form an audit runs in their place."""
 
 
 @dataclass
@@ -195,30 +194,6 @@ def flag_named(message: str, out: Path) -> str:
     return message
 
 
-def offline_attacks(attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
-    """An audit's attacks: the configured ones (empty = every registered attack), each online form that needs IN
-    references replaced by its offline form, in place, with the same parameters:
-        rmia (offline false)  -> rmia with offline true, labelled rmia_offline (or '<label>_offline')
-        lira_online           -> lira_offline, labelled lira_offline (or '<label>_offline')
-    An offline form already in the list with the same parameters is kept once (the default list holds
-    lira_offline beside lira_online)."""
-    from leakaudit.scoring import attack_specs
-
-    out: list[AttackSpecConfig] = []
-    for a in attack_specs(attacks):
-        if a.name in OFFLINE_FORMS and not (a.name == "rmia" and a.params.get("offline")):
-            label = OFFLINE_FORMS[a.name] if a.display == a.name else f"{a.display}_offline"
-            if a.name == "rmia":
-                a = AttackSpecConfig(name="rmia", params={**a.params, "offline": True}, label=label)
-            else:
-                a = AttackSpecConfig(name="lira_offline", params=dict(a.params),
-                                     label="" if label == "lira_offline" else label)
-        if any(b.name == a.name and b.params == a.params for b in out):
-            continue
-        out.append(a)
-    return out
-
-
 # ---- the null sample and the verdict ---------------------------------------------------------------------------
 NULL_SCORES_FILE = "null_scores.parquet"
 """The null sample's rows of the attacks (scores.parquet's schema), beside scores.parquet, which holds the
@@ -352,13 +327,3 @@ def recipe_line(recipe: dict[str, Any]) -> str:
     also = f" + a background of {background['n_records']} records" if background else ""
     return (f"references: {recipe['n_references']} trained here on {recipe['records_per_reference']} population "
             f"records each{also}, " + ", ".join(parts) + f" (from {recipe['source']})")
-
-
-def run_audit(req: AuditRequest, *, log: Callable[[str], None] = print, progress: bool = True) -> Path:
-    """Run (or resume) an audit; returns the path of candidates.csv."""
-    from leakaudit.study import Study
-
-    study = Study(audit_config(req), force=req.force, log=log, progress=progress, redact=req.redact,
-                  recipe_sources=recipe_sources(req))
-    study.run_all()
-    return study.run.candidates_csv

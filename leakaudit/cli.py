@@ -146,7 +146,7 @@ def _admit_file_records(recs: list, options: dict, *, config: Optional[Path], pr
     """The study's checks of a file's records (leakaudit.data.admit): one domain, within the token budget."""
     from leakaudit.config import load_config
     from leakaudit.data.admit import admit
-    from leakaudit.data.records import record_lines
+    from leakaudit.data.user_files import record_lines
     from leakaudit.models import load_tokenizer
 
     cfg = load_config(config, preset=preset)
@@ -403,7 +403,9 @@ def audit(
 ) -> None:
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
-    from leakaudit.audit import AuditRequest, run_audit
+    from leakaudit.audit import AuditRequest, audit_config, recipe_sources
+    from leakaudit.study import Study
+
 
     req = AuditRequest(target=target, candidates=candidates, population=population, background=background,
                        references=list(references),
@@ -413,15 +415,16 @@ def audit(
                        api_max_retries=api_retries, force=list(force), null_sample=null_sample,
                        null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column,
                        privileged_column=privileged_column, id_column=id_column, domain=domain)
+    # an audit is the study pipeline run on the audit's design (leakaudit.audit.audit_config)
+    study = Study(audit_config(req), force=req.force, log=lambda m: typer.echo(m, err=True), redact=req.redact,
+                  recipe_sources=recipe_sources(req))
     if dry_run:
-        from leakaudit.audit import audit_config, recipe_sources
         from leakaudit.cost import dry_run as plan_cost
-        from leakaudit.study import Study
 
-        study = Study(audit_config(req), log=lambda m: typer.echo(m, err=True), recipe_sources=recipe_sources(req))
         typer.echo(plan_cost(study, gpu=gpu))
         return
-    table_path = run_audit(req, log=lambda m: typer.echo(m, err=True))
+    study.run_all()
+    table_path = study.run.candidates_csv
     _print_recipe(table_path.parent)
     _print_verdict(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")

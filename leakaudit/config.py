@@ -39,7 +39,7 @@ from pydantic_core import PydanticCustomError
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.memory import ALLOCATOR_POLICIES
 from leakaudit.rundir import check_run_name, check_safe_name
-from leakaudit.signals.backend import SamplingConfig
+from leakaudit.signals.types import SamplingConfig
 from leakaudit.yamlio import load_yaml, read_yaml
 from shadow_models.config import OPDConfig, TeacherPrepConfig
 

@@ -26,7 +26,7 @@ REFERENCE_FIELDS = {"fresh_refs", "fixed_refs", "fixed_ref_in", "population_refs
 """AttackInputs fields that come from reference models (an attack reading none of them ignores the design)."""
 OFFLINE_SUFFIX = "@offline"
 """Appended to an attack's label when a target is compared with its domain's offline references (the offline design:
-online attacks replaced by their offline forms, leakaudit.audit.offline_attacks)."""
+online attacks replaced by their offline forms, `offline_attacks`)."""
 from leakaudit.rundir import RunDir
 
 
@@ -73,11 +73,30 @@ def reads_references(name: str) -> bool:
     return bool(REFERENCE_FIELDS & set(get_attack(name).needs))
 
 
+def offline_attacks(attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
+    """The attacks where no reference trained on a candidate (audits, the offline design): the configured ones (empty
+    = every registered attack), each one whose parameters make it read IN references (threat model IN+OUT) replaced,
+    in place and with the same parameters, by the offline form it declares (attacks.registry.AttackSpec.offline_form):
+        rmia (offline false)  -> rmia with offline true, labelled rmia_offline (or '<label>_offline')
+        lira_online           -> lira_offline, labelled lira_offline (or '<label>_offline')
+    An offline form already in the list with the same parameters is kept once (the default list holds
+    lira_offline beside lira_online)."""
+    out: list[AttackSpecConfig] = []
+    for a in attack_specs(attacks):
+        spec = get_attack(a.name)
+        if spec.offline_form is not None and spec.threat_model_of(a.params or None) == "IN+OUT":
+            name, settings = spec.offline_form
+            label = f"{a.display}_offline" if a.display != a.name or name == a.name else ""
+            a = AttackSpecConfig(name=name, params={**a.params, **settings}, label=label)
+        if any(b.name == a.name and b.params == a.params for b in out):
+            continue
+        out.append(a)
+    return out
+
+
 def offline_design_specs(cfg_attacks: list[AttackSpecConfig]) -> list[AttackSpecConfig]:
     """What the offline design runs: the configured attacks that read references, in their offline forms
-    (leakaudit.audit.offline_attacks: online attacks replaced), each labelled '<label>@offline'."""
-    from leakaudit.audit import offline_attacks
-
+    (`offline_attacks`: online attacks replaced), each labelled '<label>@offline'."""
     return [AttackSpecConfig(name=a.name, params=a.params, label=f"{a.display}{OFFLINE_SUFFIX}")
             for a in offline_attacks(cfg_attacks) if reads_references(a.name)]
 
@@ -87,7 +106,7 @@ def score_targets(run: RunDir, plan: MembershipPlan, records: dict[str, Record],
     """Every attack on every view of the plan. A real study target must have every signal an attack needs (a
     missing one is a bug, so it raises); a null target may lack RMIA's population (its own training records are
     not a population) and an audit has no IN references (its config carries the offline forms instead,
-    leakaudit.audit.offline_attacks): there an unavailable attack is logged and left out. With offline references
+    `offline_attacks`): there an unavailable attack is logged and left out. With offline references
     (plan.offline_views) every target is attacked a second time by the attacks that read references, in their
     offline forms, labelled '<label>@offline'."""
     specs = attack_specs(cfg.attacks)

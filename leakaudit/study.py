@@ -27,8 +27,8 @@ from typing import Any, Callable, Iterable
 from leakaudit import stage_marks
 from leakaudit.config import StudyConfig, dump_config, with_seed
 from leakaudit.data.admit import admit, check_budget
-from leakaudit.data.records import (Record, check_unique, make_record_id, normalise_id, read_jsonl, record_lines,
-                                    write_jsonl)
+from leakaudit.data.records import Record, check_unique, make_record_id, normalise_id, read_jsonl, write_jsonl
+from leakaudit.data.user_files import record_lines
 from leakaudit.errors import ConfigError, InputError, LeakauditError
 from leakaudit.executors import Job, JobsFailed, check_backend, make_executor
 from leakaudit.io import atomic_path, is_done, mark_done, read_json, write_json, write_text

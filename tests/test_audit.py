@@ -192,7 +192,7 @@ def test_audit_runs_the_offline_forms_and_reports_their_rows(finished_audit):
 
 
 def test_offline_attacks_replace_each_online_form_in_place():
-    from leakaudit.audit import offline_attacks
+    from leakaudit.scoring import offline_attacks
     from leakaudit.config import AttackSpecConfig
     from leakaudit.scoring import attack_specs
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from leakaudit.data.records import Record, check_unique, read_jsonl, record_lines
+from leakaudit.data.records import Record, check_unique, read_jsonl
+from leakaudit.data.user_files import record_lines
 from leakaudit.data.user_files import records_from_rows, resolve_columns, table_rows
 from leakaudit.errors import InputError
 

@@ -249,17 +249,6 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, obj
 
 
-def record_lines(path: str | os.PathLike) -> list[int]:
-    """The 1-based line number of each record `read_jsonl` (or, for .csv / .parquet, the `file` source) reads
-    from `path`, in the same order, so a later check can name the line of a record."""
-    path = Path(path)
-    if path.suffix.lower() in (".csv", ".parquet"):
-        from leakaudit.data.user_files import read_rows
-
-        return [line for line, _ in read_rows(path)[1]]
-    return [number for number, _ in jsonl_rows(path)]
-
-
 def read_jsonl(path: str | os.PathLike) -> list[Record]:
     """Read and validate records; errors name the file, the 1-based line and the field."""
     path = Path(path)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -128,3 +129,12 @@ def records_from_rows(header: list[str] | None, rows: Iterator[tuple[int, dict[s
     if not records:
         raise InputError("contains no records", path=str(path))
     return records, lines
+
+
+def record_lines(path: str | os.PathLike) -> list[int]:
+    """The 1-based line number of each record `read_jsonl` (or, for .csv / .parquet, the `file` source) reads
+    from `path`, in the same order, so a later check can name the line of a record."""
+    path = Path(path)
+    if path.suffix.lower() in (".csv", ".parquet"):
+        return [line for line, _ in read_rows(path)[1]]
+    return [number for number, _ in jsonl_rows(path)]

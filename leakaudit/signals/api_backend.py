@@ -49,7 +49,7 @@ from leakaudit.signals.api_journal import Journal
 from leakaudit.signals.api_protocol import (ResponseError, TokenMapper, UnrecoverableTokens, choices,
                                             parse_completion, parse_echo_logprobs, parse_prompt_logprobs,
                                             parse_token_id_strings, request_hash, sample_body, score_body)
-from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
+from leakaudit.signals.types import SamplingConfig, TokenScores, check_score_inputs
 from leakaudit.signals.sampler import row_seed
 
 JOURNAL = "api_journal.jsonl"

@@ -24,7 +24,7 @@ from leakaudit.errors import ConfigError
 from leakaudit.io import read_json, write_json
 from leakaudit.signals.api_backend import ApiBackend, ApiOptions
 from leakaudit.signals.api_client import key_env_name, read_api_key
-from leakaudit.signals.backend import SamplingConfig
+from leakaudit.signals.types import SamplingConfig
 
 API_JSON = "api.json"
 VOCAB_REASON = ("needs the mean and std of log p over the whole vocabulary at every position (Min-K%++); a "

@@ -37,7 +37,7 @@ from leakaudit.errors import ConfigError
 from leakaudit.models import bf16_copy
 from leakaudit.padding import left_pad, position_ids, right_pad
 from leakaudit.precision import bf16_is_native
-from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
+from leakaudit.signals.types import SamplingConfig, TokenScores, check_score_inputs
 from leakaudit.signals.decode import decode
 from leakaudit.signals.logprobs import head_logprobs
 from leakaudit.signals.sampler import SeededSampler, row_seed, trim_completion

@@ -18,7 +18,7 @@ from typing import Any, Collection, Sequence
 from leakaudit.data.records import Record, check_unique
 from leakaudit.errors import ConfigError
 from leakaudit.prompting import reference_text_ids, student_prompt_ids
-from leakaudit.signals.backend import Backend, SamplingConfig
+from leakaudit.signals.types import Backend, SamplingConfig
 from leakaudit.signals.store import (has_logp, has_trajectories, load_prompts, load_sampling_meta,
                                      load_trajectories, save_fixed, save_logp, save_trajectories)
 

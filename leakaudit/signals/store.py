@@ -24,7 +24,7 @@ import numpy as np
 from leakaudit.errors import InputError
 from leakaudit.io import atomic_path, read_json, write_json
 from leakaudit.rundir import SAFE_NAME
-from leakaudit.signals.backend import TokenScores
+from leakaudit.signals.types import TokenScores
 
 TRAJECTORIES = "trajectories.npz"
 SAMPLING = "sampling.json"

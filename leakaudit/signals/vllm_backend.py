@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from leakaudit.errors import ConfigError, LeakauditError
-from leakaudit.signals.backend import SamplingConfig, TokenScores, check_score_inputs
+from leakaudit.signals.types import SamplingConfig, TokenScores, check_score_inputs
 from leakaudit.signals.sampler import row_seed, trim_completion
 
 
