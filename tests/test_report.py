@@ -53,6 +53,8 @@ def test_metrics_files_agree_and_carry_provenance(built):
     assert best["attack"] in {"loss", "min_k"} and best["delta_lo"] > 0  # the planted signal: Leaky above
     assert head[("all", "Leaky")]["auroc"] > 0.9 and head[("all", "Leaky")]["n_targets"] == 4
     assert ("all", "best online attack (IN+OUT)") not in head  # the fake has no online attack
+    # the study verdict (the report's first box) is in metrics.json too: the planted Leaky signal is evidence
+    assert meta["study_verdict"]["primary"] == "leaky" and meta["study_verdict"]["evidence"] is True
 
 
 def test_html_is_self_contained_with_headline_and_images(built):

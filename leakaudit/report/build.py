@@ -32,7 +32,7 @@ from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
 from leakaudit.report.realism_section import realism_section, realism_summary
 from leakaudit.report.redact import Redactor
 from leakaudit.report.teacher import literalness_summary, teacher_info, teacher_section
-from leakaudit.report.verdict_section import verdict_box
+from leakaudit.report.verdict_section import run_study_verdict, verdict_box
 from leakaudit.rundir import RunDir
 
 SCHEMA_VERSION = 1
@@ -276,6 +276,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
     mean_target = compute_mean_target(run, n_boot=n_boot, seed=seed)
     headline = headline_table(mean_target, metrics)
+    study_verdict = run_study_verdict(run)
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
     blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed)
     verdict = blind_text_verdict(blind)
@@ -308,6 +309,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         "results": _records(rows),
         "mean_target_auroc": _records(mean_target),
         "headline": _records(headline),
+        "study_verdict": _jsonable(study_verdict),
         "null_check": _records(nulls),
         "blind_text_null": {"n_perm": n_perm, "seed": seed, "confidence": 0.95, **verdict,
                             "rows": _records(blind)},
@@ -322,7 +324,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
                        balance=balance, health=health, blind=blind, blind_verdict=verdict,
                        teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism,
-                       api=load_api(rd.root), mean_target=mean_target)
+                       api=load_api(rd.root), mean_target=mean_target, study_verdict=study_verdict)
     if redactor:
         page = redactor.text(page)
     write_text(rd.report_html, page)
@@ -362,7 +364,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
                 health: list[dict] | None = None, blind: pd.DataFrame | None = None,
                 blind_verdict: dict | None = None, teacher: dict | None = None,
                 literalness: tuple[dict | None, dict | None] | None = None, realism: dict | None = None,
-                api: dict | None = None, mean_target: pd.DataFrame | None = None) -> str:
+                api: dict | None = None, mean_target: pd.DataFrame | None = None,
+                study_verdict: dict | None = None) -> str:
     """The report page (config and leak_map already redacted when asked); sections without input are skipped.
     A blind text warning (`blind_null.blind_text_verdict`) opens the page, above the headline. `teacher`
     (report.teacher.teacher_info) and `literalness` (teacher_literalness.json, sample_literalness.json; None for
@@ -370,7 +373,7 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
     (leakaudit.realism.realism_card) the "Targets: realism card" section after it; `mean_target`
     (leakaudit.per_target.mean_target_tables) the "Every attack" table after the headline."""
     plot = lambda name, alt: H.image(made[name], alt) if name in made else ""  # noqa: E731
-    secs = [box for box in (verdict_box(run),) if box]  # the verdict (an audit's, or a study's) leads the page
+    secs = [box for box in (verdict_box(run, study_verdict),) if box]  # the verdict (an audit's or a study's) leads
     if blind_verdict and blind_verdict["warning"]:
         secs.append(H.section("Warning: members and non-members differ as text",
                               f'<p class="fail">{H.esc(blind_verdict["message"])}</p>'

@@ -93,14 +93,20 @@ def study_section(verdict: dict | None) -> str:
     return H.section("Verdict: do the targets leak?", *parts, anchor=ANCHOR)
 
 
-def verdict_box(run) -> str:
+def run_study_verdict(run) -> dict | None:
+    """A study's verdict from its scores (leakaudit.verdict.study_verdict); None for an audit (whose verdict is in
+    audit.json) or a run without a labelled primary attack."""
+    if (Path(run.root) / "audit.json").is_file():
+        return None  # an audit's verdict is its own (audit.json), or none for one made before verdicts
+    from leakaudit.verdict import study_verdict
+
+    return study_verdict(run.scores, n_boot=200, seed=0)
+
+
+def verdict_box(run, study: dict | None = None) -> str:
     """The report's first section for a run (leakaudit.report.load.RunData): the audit's verdict box when audit.json
-    has one, else the study verdict computed from its scores ('' when neither applies)."""
+    has one, else the study verdict (`study`, as run_study_verdict gives it) ('' when neither applies)."""
     audit = read_verdict(run.root)
     if audit:
         return verdict_section(audit)
-    if (Path(run.root) / "audit.json").is_file():
-        return ""  # an audit made before verdicts: its scores have no null sample
-    from leakaudit.verdict import study_verdict
-
-    return study_section(study_verdict(run.scores, n_boot=200, seed=0))
+    return study_section(study)
