@@ -324,8 +324,41 @@ def study_verdict(scores, *, n_boot: int = 1000, seed: int = 0) -> dict | None:
            "n_rejected": sum(t["p_value"] < GLOBAL_ALPHA for t in real), "family_p": family_p,
            "null_targets": null, "blind": blind, "valid": all(b["valid"] for b in blind),
            "evidence": bool(family_p < GLOBAL_ALPHA)}
+    out["epsilon"] = study_epsilon(rows[~rows.null_check.astype(bool)])
     out["headline"] = study_sentence(out)
     return out
+
+
+EPSILON_FPRS = (0.01, 0.05, 0.1)
+"""FPR levels at which a study's empirical epsilon lower bound is read; the largest bound is reported, each computed
+at confidence 1 - 0.05 / len(EPSILON_FPRS) so the reported one holds at 95% whichever level it came from."""
+
+
+def study_epsilon(rows, *, delta: float = 0.0) -> dict | None:
+    """The empirical epsilon lower bound (`epsilon_lower_bound`) of a study's primary attack: its real targets' scores
+    robust-z-normalised within each target (label-free, leakaudit.metrics.normalise_within_target), one threshold per
+    level of EPSILON_FPRS at the non-members' (1 - level) quantile, the largest bound over the levels (Bonferroni over
+    them). rows: the primary attack's labelled real-target rows (record_id, target, domain, score, is_member, and
+    `label` or `attack`). None without both classes."""
+    from leakaudit.metrics import normalise_within_target
+
+    frame = rows.assign(label=rows["label"] if "label" in rows else rows["attack"])
+    z = normalise_within_target(frame)
+    y = z.is_member.astype(bool).to_numpy()
+    s = _finite(z.score.to_numpy(dtype=float))
+    if y.all() or not y.any():
+        return None
+    confidence = 1 - 0.05 / len(EPSILON_FPRS)
+    best = None
+    for level in EPSILON_FPRS:
+        threshold = np.quantile(s[~y], 1 - level, method="higher")
+        flag = s > threshold
+        e = epsilon_lower_bound(int((flag & y).sum()), int((~flag & y).sum()), int((flag & ~y).sum()),
+                                int((~flag & ~y).sum()), delta=delta, confidence=confidence)
+        e["at_fpr_level"] = level
+        if best is None or e["epsilon_lb"] > best["epsilon_lb"]:
+            best = e
+    return best
 
 
 def study_sentence(v: dict) -> str:

@@ -242,3 +242,44 @@ def test_a_study_report_opens_with_its_verdict(tmp_path):
     html = build_report(root, n_boot=20, n_perm=0).read_text()
     assert html.index("<section") == html.index('<section id="verdict">')
     assert "Verdict: do the targets leak?" in html
+
+
+def test_study_epsilon_is_the_largest_bound_over_the_fpr_levels_golden():
+    import pandas as pd
+
+    from leakaudit.verdict import EPSILON_FPRS, epsilon_lower_bound, study_epsilon
+
+    # one target, members 10..29 above non-members 0..19 interleaved: robust z keeps the order; at each level the
+    # threshold is the non-members' (1 - level) quantile ('higher'), flagged = score above it
+    y = np.r_[np.ones(20, bool), np.zeros(20, bool)]
+    s = np.r_[np.arange(10, 30), np.arange(0, 20)].astype(float)
+    rows = pd.DataFrame({"record_id": [f"r{i}" for i in range(40)], "target": "t", "domain": "math",
+                         "attack": "leaky@offline", "score": s, "is_member": y.astype(float)})
+    got = study_epsilon(rows)
+    want = []
+    for level in EPSILON_FPRS:
+        thr = np.quantile(s[~y], 1 - level, method="higher")  # 19 at every level here: no non-member above it
+        flag = s > thr
+        want.append(epsilon_lower_bound(int((flag & y).sum()), int((~flag & y).sum()), int((flag & ~y).sum()),
+                                        int((~flag & ~y).sum()), confidence=1 - 0.05 / len(EPSILON_FPRS)))
+    assert got["epsilon_lb"] == pytest.approx(max(w["epsilon_lb"] for w in want)) and got["epsilon_lb"] > 0
+    assert got["fpr"] == 0.0 and got["tpr"] == pytest.approx(10 / 20)  # members 20..29 above 19
+    # no signal: no bound above 0 (TPR = FPR gives log(1) at best, and the CP bounds only lower it)
+    flat = rows.assign(score=np.r_[np.arange(20), np.arange(20)].astype(float))
+    assert study_epsilon(flat)["epsilon_lb"] == 0.0
+
+
+def test_a_study_verdict_carries_its_epsilon():
+    from leakaudit.verdict import study_verdict
+
+    v = study_verdict(_study_scores(2.0), n_boot=0)
+    assert v["epsilon"]["epsilon_lb"] > 0 and v["epsilon"]["n_members"] == 40  # two real targets, 20 members each
+
+
+def test_the_study_box_states_the_epsilon_bound():
+    from leakaudit.report.verdict_section import study_section
+    from leakaudit.verdict import study_verdict
+
+    v = study_verdict(_study_scores(2.0), n_boot=0)
+    html = study_section(v)
+    assert f"ε ≥ {v['epsilon']['epsilon_lb']:.2f}" in html and "Clopper-Pearson" in html

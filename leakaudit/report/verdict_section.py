@@ -87,6 +87,14 @@ def study_section(verdict: dict | None) -> str:
              '<p class="note">Per target: one-sided Mann-Whitney test of its members\' scores against its '
              "non-members' under the primary attack, fixed in advance; null targets (trained on no candidate) last. "
              "The family p-value is Bonferroni's, valid however the targets depend on each other.</p>"]
+    eps = verdict.get("epsilon")
+    if eps and eps.get("epsilon_lb") is not None:
+        parts.append(f'<p class="note">Empirical privacy: ε ≥ {eps["epsilon_lb"]:.2f} (δ = {eps["delta"]:g}) at '
+                     f'{1 - 0.05:.0%} confidence, from the primary attack flagging the top {eps["at_fpr_level"]:.0%} '
+                     f'of each target (TPR {eps["tpr"]:.2f}, FPR {eps["fpr"]:.2f} over {eps["n_members"]} members and '
+                     f'{eps["n_non_members"]} non-members; Clopper-Pearson bounds, the largest over FPR levels 1%, 5% '
+                     "and 10% with Bonferroni over them; Jagielski et al. 2020). A number to set beside a DP "
+                     "budget: a training run that was ε-DP could not show more.</p>")
     if not blind.empty:
         parts += ['<p class="note">Blind text baseline (members vs non-members as text; a CI above 0.5 makes the test '
                   "invalid):</p>", H.table(blind[cols].rename(columns=names), floatfmt="{:.3g}")]
