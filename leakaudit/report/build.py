@@ -454,10 +454,12 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(H.section("All metrics", "<details><summary>per attack × target × domain, and pooled "
                               f"(target/domain = {POOLED})</summary>" + H.table(metrics[cols]) + "</details>",
                               anchor="all"))
-    secs.append(H.section("Study config", f"<pre>{H.esc(yaml.safe_dump(config, sort_keys=False))}</pre>",
+    secs.append(H.section("Study config", "<details><summary>the resolved config (every default spelled out)</summary>"
+                          f"<pre>{H.esc(yaml.safe_dump(config, sort_keys=False))}</pre></details>",
                           f'<p class="note">config hash {H.esc(run_config_hash(run.config))}</p>', anchor="config"))
     if run.env:
-        secs.append(H.section("Environment", f"<pre>{H.esc(yaml.safe_dump(run.env, sort_keys=True))}</pre>",
+        secs.append(H.section("Environment", "<details><summary>versions, machine and seed</summary>"
+                              f"<pre>{H.esc(yaml.safe_dump(run.env, sort_keys=True))}</pre></details>",
                               anchor="env"))
     title = f"leakaudit report — {run.config.get('study', run.root.name)}"
     return H.page(title, f"{run.root} · {len(run.scores)} score rows · built {utc_now()}", secs)

@@ -16,7 +16,7 @@ table{border-collapse:collapse;font-size:.88em;margin:.6em 0} th,td{border:1px s
 text-align:right} th{background:#f3f3f3} td:first-child,th:first-child{text-align:left}
 img{max-width:100%;border:1px solid #eee;margin:.4em 0} pre{background:#f7f7f7;padding:.8em;overflow:auto;
 font-size:.85em} .pass{color:#17692d;font-weight:600} .fail{color:#b00020;font-weight:600}
-.note{color:#555;font-size:.9em} details{margin:.6em 0}
+.note{color:#555;font-size:.9em} details{margin:.6em 0} .wide{overflow-x:auto;max-width:100%}
 """
 
 
@@ -25,11 +25,12 @@ def esc(s: object) -> str:
 
 
 def table(df: pd.DataFrame, *, floatfmt: str = "{:.3f}") -> str:
-    """DataFrame -> escaped HTML table without the index."""
+    """DataFrame -> escaped HTML table without the index, in a box that scrolls sideways when the table is wider than
+    the page (so a wide table never stretches the page)."""
     if df.empty:
         return '<p class="note">(no rows)</p>'
-    return df.to_html(index=False, escape=True, na_rep="–", border=0,
-                      float_format=lambda x: floatfmt.format(x))
+    return '<div class="wide">' + df.to_html(index=False, escape=True, na_rep="–", border=0,
+                                             float_format=lambda x: floatfmt.format(x)) + "</div>"
 
 
 def image(path: Path, alt: str) -> str:
