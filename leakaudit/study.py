@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -96,11 +97,12 @@ def unique_by_id(records: list[Record]) -> dict[str, Record]:
 
 
 class Study:
-    """One run directory and its stages. `log` receives one-line progress messages; `redact` replaces privileged
-    texts in the report."""
+    """One run directory and its stages. `log` receives one-line progress messages; `progress` draws the stage and
+    training bars (None: only when stderr is a terminal, so a log file gets the one-line messages and no escape
+    codes); `redact` replaces privileged texts in the report."""
 
     def __init__(self, cfg: StudyConfig, *, force: Iterable[str] = (), log: Callable[[str], None] = print,
-                 progress: bool = True, redact: bool = False, recipe_sources: dict[str, str] | None = None):
+                 progress: bool | None = None, redact: bool = False, recipe_sources: dict[str, str] | None = None):
         from leakaudit.precision import resolve_study_precision
 
         # bf16_autocast 'auto' -> true/false on the devices that train, before anything is hashed (leakaudit.precision)
@@ -110,7 +112,7 @@ class Study:
         written to audit.json; None = the study config."""
         self.run = RunDir(cfg.run_dir)
         self.log = log
-        self.progress = progress
+        self.progress = sys.stderr.isatty() if progress is None else progress
         self.redact = redact
         force = set(force)
         unknown = force - set(STAGES) - {"all"}

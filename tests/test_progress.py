@@ -62,3 +62,23 @@ def test_a_killed_runs_staging_ledger_is_not_shown_as_running(tmp_path):
     assert running_line(rows) == "m-new step 1/18 KL 0.750"
     # without `since` (a caller that does not know when the stage began) both count, as before
     assert [r.state for r in student_statuses(run, ["m-old", "m-new"])] == ["running", "running"]
+
+
+def test_a_study_draws_bars_only_on_a_terminal(tmp_path, tiny_model_dir, monkeypatch):
+    """progress=None (the CLI's): bars when stderr is a terminal, none in a log file (no escape codes there)."""
+    import io
+    import sys
+
+    from conftest import tiny_study_config
+    from leakaudit.study import Study
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    cfg = tiny_study_config(tmp_path, tiny_model_dir)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert Study(cfg, log=lambda m: None).progress is False
+    monkeypatch.setattr(sys, "stderr", Tty())
+    assert Study(cfg, log=lambda m: None).progress is True
+    assert Study(cfg, log=lambda m: None, progress=False).progress is False
