@@ -45,7 +45,8 @@ def test_targets_of_two_runs_stay_apart_and_a_shared_record_is_one_cluster(pool,
     rows = rows[rows.attack == "leaky"]
     per_target = [roc_auc_score(g.is_member, g.score) for _, g in (rows.assign(run=[0] * 6 + [1] * 6)).groupby("run")]
     assert leaky["n_targets"] == 2 and leaky["auroc"] == pytest.approx(np.mean(per_target))
-    pooled = t["metrics"].set_index(["level", "label"]).loc[("all", "leaky")]
+    m = t["metrics"]
+    pooled = m[(m["level"] == "all") & (m["label"] == "leaky")].iloc[0]
     assert (pooled["n_pos"], pooled["n_neg"]) == (6, 6)
     # records r3..r5 are candidates of both runs: 9 clusters for 12 rows (the cluster bootstrap, not the row one)
     assert scores[scores.attack == "leaky"]["record_id"].nunique() == 9
