@@ -176,12 +176,10 @@ def plan(
 ) -> None:
     """Write a seeded membership plan."""
     from leakaudit.data.records import read_jsonl
-    from leakaudit.membership import disjoint_plan, keep_matrix_plan, split_pool
+    from leakaudit.membership import check_n_candidates, disjoint_plan, keep_matrix_plan, split_pool
 
-    if design == "keep_matrix" and (n_candidates < 4 or n_candidates % 2):
-        # half the candidates are members of each target: run-study refuses the same counts (data.n_candidates)
-        raise typer.BadParameter(f"must be an even number >= 4 for the keep_matrix design, got {n_candidates}",
-                                 param_hint="'--n-candidates'")
+    if design == "keep_matrix":  # the rule run-study applies to data.n_candidates
+        check_n_candidates(n_candidates, field="--n-candidates (keep_matrix design)")
     if n_candidates < 1:
         raise typer.BadParameter(f"must be >= 1, got {n_candidates}", param_hint="'--n-candidates'")
     recs = read_jsonl(records_file)

@@ -126,8 +126,9 @@ class DataConfig:
             raise ConfigError("data.domains: at least one domain is needed")
         for domain in self.domains:  # a domain names its models' directories (models/<domain>-s0, ...)
             check_safe_name(domain, f"data.domains.{domain}")
-        if self.n_candidates < 4 or self.n_candidates % 2:
-            raise ConfigError(f"data.n_candidates: must be an even number >= 4, got {self.n_candidates}")
+        from leakaudit.membership import check_n_candidates  # here: membership's module imports stay config-free
+
+        check_n_candidates(self.n_candidates)
         if self.n_population < 0:
             raise ConfigError(f"data.n_population: must be >= 0, got {self.n_population}")
         if self.n_teacher_records < 0:

@@ -397,6 +397,14 @@ def balanced_subsets_keep_matrix(n_models: int, n_records: int, seed: int) -> np
     return keep
 
 
+def check_n_candidates(n_candidates: int, *, field: str = "data.n_candidates") -> None:
+    """Candidates per domain of a keep matrix: even (half of them are members of each target) and >= 4, so each target
+    has at least two members and two non-members. The one check: DataConfig and `leakaudit plan` both call it,
+    `field` naming what the user set."""
+    if n_candidates < 4 or n_candidates % 2:
+        raise ConfigError(f"{field}: must be an even number >= 4, got {n_candidates}")
+
+
 def check_n_students(n_students: int) -> None:
     """Students per domain of a keep matrix: even (half are IN for each record) and >= 4, so every record has at least
     one matched OUT reference besides its target (with 2, `leakaudit plan --n-students 2` wrote a plan with none).
