@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import List, Optional
 
@@ -73,10 +72,11 @@ def _usage_message(e: BaseException) -> str:
 
 
 def _preset_names() -> list[str]:
-    """The shipped presets (leakaudit/presets/*.yaml, which leakaudit.config.PRESETS lists), default first;
-    read from the package so `--help` does not import the config module (and torch)."""
-    names = sorted(f.name[:-5] for f in resources.files("leakaudit.presets").iterdir() if f.name.endswith(".yaml"))
-    return sorted(names, key=lambda n: n != "default")
+    """The shipped presets (leakaudit.presets.preset_names, the one list), default first; that module imports nothing
+    heavy, so `--help` does not import the config module (and torch)."""
+    from leakaudit.presets import preset_names
+
+    return list(preset_names())
 
 
 def _parse_options(options: List[str]) -> dict:

@@ -38,12 +38,13 @@ from pydantic_core import PydanticCustomError
 
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.memory import ALLOCATOR_POLICIES
+from leakaudit.presets import preset_names
 from leakaudit.rundir import check_run_name, check_safe_name
 from leakaudit.signals.types import SamplingConfig
 from leakaudit.yamlio import load_yaml, read_yaml
 from shadow_models.config import OPDConfig, TeacherPrepConfig
 
-PRESETS = ("default", "quick", "cpu-full", "gpu-paper", "gpu-small", "tiny")
+PRESETS = preset_names()  # the YAML files in leakaudit/presets, default first
 PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated"}
 """teacher.kind values for a teacher the run prepares itself -> its SFT target (shadow_models.teacher_prep)."""
 
