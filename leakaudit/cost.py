@@ -415,14 +415,14 @@ def format_plan(cost: StudyCost, here: dict[str, float] | None, rates: CostRates
         if not c.flops:
             continue
         toks = ", ".join(f"{k} {v / 1e6:.2f}" for k, v in c.tokens.items())
-        h = _hours(here[s]) if here is not None else "?"
+        h = duration_text(here[s]) if here is not None else "?"
         lines.append(f"{s:10s} {c.jobs:5d} {c.flops / 1e15:9.3f} {c.peak_bytes / 1e9:12.1f} {h:>10s} "
-                     f"{_hours(on_gpu[s]):>12s}   {toks}")
+                     f"{duration_text(on_gpu[s]):>12s}   {toks}")
     if here is not None:
-        lines.append(f"total here: {_hours(sum(here.values()))} (rates measured on {rates.machine}, {rates.source})")
+        lines.append(f"total here: {duration_text(sum(here.values()))} (rates measured on {rates.machine}, {rates.source})")
     else:
         lines.append("total here: no stored rates for this machine")
-    lines.append(f"total on one {gpu.name}: {_hours(sum(on_gpu.values()))} (dense work at {utilisation[0]:.0%} of "
+    lines.append(f"total on one {gpu.name}: {duration_text(sum(on_gpu.values()))} (dense work at {utilisation[0]:.0%} of "
                  f"{gpu.bf16_flops / 1e12:.0f} TFLOP/s bf16, decoding at {utilisation[1]:.0%} of "
                  f"{gpu.bandwidth / 1e12:.2f} TB/s; model loading not counted; students and targets are independent jobs: "
                  f"divide by the GPUs)")
@@ -430,7 +430,8 @@ def format_plan(cost: StudyCost, here: dict[str, float] | None, rates: CostRates
     return "\n".join(lines)
 
 
-def _hours(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """A duration for a printout ('45 s', '12.5 min', '1.3 h')."""
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
@@ -454,11 +455,6 @@ def estimate_here(study: Any, *, rates_path: str | Path | None = None) -> tuple[
     if rates is None:
         return None
     return seconds_here(prepared_study_cost(study), rates), machine
-
-
-def eta_text(seconds: float) -> str:
-    """A duration for a progress line ('12.5 min', '1.3 h')."""
-    return _hours(seconds)
 
 
 def dry_run(study: Any, *, gpu: str = "H100", dense_utilisation: float = 0.35, bandwidth_utilisation: float = 0.5,

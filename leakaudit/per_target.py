@@ -32,8 +32,8 @@ import pandas as pd
 
 from attacks.registry import THREAT_MODELS
 from leakaudit.errors import ConfigError
-from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, _auc_statistic, attack_base, fpr_label, primary_leaky,
-                               resolvable_key, tpr_key, with_threat_model)
+from leakaudit.metrics import (DEFAULT_ALPHAS, POOLED, _auc_statistic, attack_base, format_ci, fpr_label,
+                               primary_leaky, resolvable_key, tpr_key, with_threat_model)
 
 OUT_ONLY, IN_OUT, CHECK = THREAT_MODELS
 PAPER_MAX = "max OUT-only baseline per target"
@@ -206,13 +206,14 @@ def check_choice(label: str, table: pd.DataFrame, *, where: str) -> None:
 
 
 def ci_text(x: float, lo: float, hi: float, *, signed: bool = False) -> str:
-    """'0.715 [0.670, 0.758]' (or '+0.082 [+0.024, +0.140]' when signed); the value alone without a CI."""
-    f = "{:+.3f}" if signed else "{:.3f}"
+    """'0.715 [0.670, 0.758]' (metrics.format_ci), '+0.082 [+0.024, +0.140]' when signed; 'n/a' without a value."""
     if x is None or (isinstance(x, float) and np.isnan(x)):
         return "n/a"
+    if not signed:
+        return format_ci(x, lo, hi)
     if lo is None or np.isnan(lo):
-        return f.format(x)
-    return f"{f.format(x)} [{f.format(lo)}, {f.format(hi)}]"
+        return f"{x:+.3f}"
+    return f"{x:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
 HEADLINE_METHODS = ("Leaky", "best OUT-only baseline", "best same-trajectory baseline (OUT-only)",

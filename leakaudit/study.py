@@ -269,11 +269,11 @@ class Study:
                     self.log(f"[{stage}] skipped: finished earlier on the same inputs")
                 else:
                     if eta and eta[0].get(stage):
-                        from leakaudit.cost import eta_text
+                        from leakaudit.cost import duration_text
 
                         left = sum(eta[0].get(s, 0.0) for s in STAGES[i:])
-                        self.log(f"[{stage}] started: about {eta_text(eta[0][stage])} for this stage, "
-                                 f"{eta_text(left)} left for the study (rates measured on {eta[1]})")
+                        self.log(f"[{stage}] started: about {duration_text(eta[0][stage])} for this stage, "
+                                 f"{duration_text(left)} left for the study (rates measured on {eta[1]})")
                     start = time.time()
                     getattr(self, f"stage_{stage}")()
                     # the driver's freed working set (the teacher's ~5 GB, bench/results/teacher_memory_release.json)

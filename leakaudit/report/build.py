@@ -75,6 +75,15 @@ def run_headline(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFr
                           run_metrics(run, n_boot=n_boot, seed=seed))
 
 
+def metric_tables(run: RunData, *, n_boot: int, seed: int
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(summarise's rows, the mean per-target table, the headline, metrics.csv's rows): what build_report and
+    refresh_metrics both write."""
+    metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
+    mean_target = compute_mean_target(run, n_boot=n_boot, seed=seed)
+    return metrics, mean_target, headline_table(mean_target, metrics), metrics_csv_rows(metrics, mean_target)
+
+
 def metrics_csv_rows(metrics: pd.DataFrame, mean_target: pd.DataFrame) -> pd.DataFrame:
     """metrics.csv: summarise's rows, then the mean per-target rows as level 'target_mean' (auroc = the mean over
     targets of the per-target AUROC, auroc_lo/hi its two-level bootstrap CI, delta* = primary Leaky − this)."""
@@ -273,9 +282,7 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
     config = redactor.config(run.config) if redactor else run.config
     leak_map = redactor.leak_map(run.leak_map) if (redactor and run.leak_map) else run.leak_map
 
-    metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
-    mean_target = compute_mean_target(run, n_boot=n_boot, seed=seed)
-    headline = headline_table(mean_target, metrics)
+    metrics, mean_target, headline, rows = metric_tables(run, n_boot=n_boot, seed=seed)
     study_verdict = run_study_verdict(run)
     nulls, negatives = null_check_table(metrics), negatives_table(metrics)
     blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed)
@@ -290,7 +297,6 @@ def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 100
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
     made = {k: rd.plots / p.name for k, p in made.items()}
 
-    rows = metrics_csv_rows(metrics, mean_target)
     write_text(rd.metrics_csv, rows.to_csv(index=False))
     write_text(rd.blind_text_null, blind.to_csv(index=False))
     write_json(rd.realism, _jsonable(realism))
@@ -343,11 +349,9 @@ def refresh_metrics(run_dir: str | Path, *, n_boot: int | None = None, seed: int
     n_boot = int((old.get("bootstrap") or {}).get("n_boot", 1000)) if n_boot is None else n_boot
     seed = int((old.get("seeds") or {}).get("bootstrap") or 0) if seed is None else seed
     run = load_run(rd.root)
-    metrics = compute_metrics(run, n_boot=n_boot, seed=seed)
-    mean_target = compute_mean_target(run, n_boot=n_boot, seed=seed)
-    rows = metrics_csv_rows(metrics, mean_target)
+    metrics, mean_target, headline, rows = metric_tables(run, n_boot=n_boot, seed=seed)
     fresh = {"results": _records(rows), "mean_target_auroc": _records(mean_target),
-             "headline": _records(headline_table(mean_target, metrics)),
+             "headline": _records(headline),
              "null_check": _records(null_check_table(metrics)),
              "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": _BOOTSTRAP_METHOD},
              "definitions": _DEFINITIONS,
