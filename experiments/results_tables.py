@@ -36,7 +36,7 @@ def _pool_runs():
 MATH_OFF8 = [f"regime_math_prepared_e8_offline8_seed{s}" for s in (2, 3, 4, 5)]
 ROWS = {
     "headline": [
-        ("code, 3 passes, copying teacher (the default; seeds 0, 1)", ["make_study_default_seed0",
+        ("code, 3 passes, copying teacher (seeds 0, 1)", ["make_study_default_seed0",
                                                                        "regime_code_prepared_seed1"]),
         ("code, 8 passes, copying teacher (seeds 1, 2)", ["regime_code_prepared_e8_seed1",
                                                           "regime_code_prepared_e8_seed2"]),
@@ -57,7 +57,7 @@ ROWS = {
     "references": [(f"math, 8 passes, 8 offline references (seed {s})",
                     [f"regime_math_prepared_e8_offline8_seed{s}"]) for s in (1, 2, 3, 4, 5)]
                   + [("math, 8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
-    "readme-code": [("3 passes (the default; seeds 0, 1)", ["make_study_default_seed0", "regime_code_prepared_seed1"]),
+    "readme-code": [("3 passes (seeds 0, 1)", ["make_study_default_seed0", "regime_code_prepared_seed1"]),
                     ("8 passes (seeds 1, 2)", ["regime_code_prepared_e8_seed1", "regime_code_prepared_e8_seed2"])],
     "readme-math": [("8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
     "readme-medical": [("3 passes, 4 offline references (seed 0)", ["regime_medical_prepared_offline4_seed0"])],

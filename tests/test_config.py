@@ -58,21 +58,30 @@ def test_file_overrides_preset(tmp_path):
     assert cfg.name == "mine" and cfg.data.n_candidates == 6 and cfg.data.n_population == 4
 
 
-def test_default_preset_is_the_measured_sweep_point():
-    """README's default-study table comes from bench/sweep_signal.py's regime_code_prepared run (on top of preset
-    quick): the default preset must resolve to exactly that config, name aside."""
-    from conftest import bench_script
+def test_default_preset_is_the_protocols_design_on_math():
+    """The default study is the design the protocol's runs use (experiments/protocol/design.yaml, every key
+    resolved), on math with the copying teacher: it must resolve to that config, name and seed aside. Only how jobs
+    run differs (two local workers) and bf16 is left to `auto` (the design file holds what it resolved to)."""
+    from conftest import experiment_script
 
-    sweep = bench_script("sweep_signal")
-    measured = load_config(preset="quick", overrides=[*sweep.POINTS["regime_code_prepared"], "name=default"])
+    protocol = experiment_script("protocol_runs")
+    design = load_config(protocol.DESIGN, overrides=["data.domains={math: {source: champ}}", "seed=0", "name=default"])
     default = load_config(preset="default")
-    assert default.hash() == measured.hash()
-    # the execution section says how jobs run, not what they compute (left out of the hash): the default runs two
-    # local jobs at once, the sweep passes its executor on the command line
-    default, measured = default.to_dict(), measured.to_dict()
+    default, design = default.to_dict(), design.to_dict()
+    for cfg in (default, design):
+        cfg.pop("out_root")
+        cfg["training"].pop("bf16_autocast")
+        cfg["teacher"]["prep"].pop("bf16_autocast")
     assert default.pop("execution")["local_workers"] == 2
-    measured.pop("execution")
-    assert default == measured
+    design.pop("execution")
+    assert default == design
+    assert default["data"]["n_candidates"] == 48 and default["plan"]["n_offline_references"] == 8
+
+
+def test_every_study_preset_reads_leaky_against_offline_references_with_48_candidates():
+    for preset in ("default", "cpu-full", "gpu-small", "gpu-paper"):
+        cfg = load_config(preset=preset)
+        assert cfg.plan.n_offline_references >= 8 and cfg.data.n_candidates >= 48, preset
 
 
 def test_every_sweep_point_is_a_valid_config():
