@@ -280,10 +280,11 @@ class AttackSpecConfig:
 
     def __post_init__(self) -> None:
         from attacks import get_attack, params_dict
+        from attacks.errors import AttackConfigError
 
         try:
             spec = get_attack(self.name)
-        except ConfigError as e:
+        except AttackConfigError as e:
             raise ConfigError(f"name: {e}") from None
         known = [f.name for f in dataclasses.fields(spec.params_cls)]
         for key in self.params:
@@ -292,7 +293,7 @@ class AttackSpecConfig:
                                   f"known: {', '.join(known) or 'none'}")
         try:
             made = spec.make_params(dict(self.params))
-        except ConfigError as e:
+        except AttackConfigError as e:
             # the params dataclasses name their field as '<attack>.<field>': point at params.<field> instead
             msg = str(e)
             m = re.match(r"[\w-]+\.(\w+)\b", msg)
