@@ -1,8 +1,8 @@
 """The study config's reference page (docs/guide/config-reference.md), generated from the config dataclasses.
 
-Each key's text is the docstring written under its field in the dataclass (leakaudit/config.py and the sections it
-nests: shadow_models.OPDConfig, shadow_models.TeacherPrepConfig, leakaudit.signals.SamplingConfig), so the page and
-the code cannot disagree: `make docs` regenerates it and tests/test_docs.py fails when the committed page is stale.
+Each key's text is the docstring written under its field in the dataclass (StudyConfig and the sections it nests,
+each beside what it configures: leakaudit.config lists where), so the page and the code cannot disagree: `make docs`
+regenerates it and tests/test_docs.py fails when the committed page is stale.
 
     python -m leakaudit.config_reference > docs/guide/config-reference.md
 """
