@@ -26,7 +26,7 @@ of population_refs are the same reference model, so an attack that compares a re
 record.
 
 Any field except `record_ids` may be None when the pipeline did not compute it; `run_attack` checks the
-attack's declared needs and raises `InputError` naming the missing field, and hands the attack a copy of the
+attack's declared needs and raises `AttackInputError` naming the missing field, and hands the attack a copy of the
 inputs in which every field outside its needs is None (so no attack can read `labels`, say, unless it declares
 it). `validate(fields)` checks lengths, shapes and finiteness and names the offending record_id and field.
 
@@ -46,7 +46,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from leakaudit.errors import ConfigError, InputError
+from attacks.errors import AttackConfigError, AttackInputError
 
 FRESH_FIELDS = ("fresh_target", "fresh_refs", "fresh_base")
 FIXED_PER_TOKEN = ("fixed_target", "fixed_target_mu", "fixed_target_sigma", "fixed_base")
@@ -100,34 +100,34 @@ class AttackInputs:
     def validate(self, names: Iterable[str] | None = None) -> None:
         """Check lengths, shapes and finiteness of `names` (default: every field that is not None).
 
-        Raises InputError naming the field and, for per-record problems, the record_id.
+        Raises AttackInputError naming the field and, for per-record problems, the record_id.
         """
         ids = self.record_ids
         if ids is None or isinstance(ids, str):
-            raise InputError("record_ids must be a list of strings", field="record_ids")
+            raise AttackInputError("record_ids must be a list of strings", field="record_ids")
         seen: set[str] = set()
         for rid in ids:
             if rid in seen:
-                raise InputError("duplicate record_id", record_id=str(rid), field="record_ids")
+                raise AttackInputError("duplicate record_id", record_id=str(rid), field="record_ids")
             seen.add(rid)
         selected = INPUT_FIELDS if names is None else tuple(names)
         unknown = [f for f in selected if f not in INPUT_FIELDS]
         if unknown:
-            raise InputError(f"unknown AttackInputs field(s) {unknown}")
+            raise AttackInputError(f"unknown AttackInputs field(s) {unknown}")
         present = [f for f in selected if getattr(self, f) is not None]
         for name in present:
             value = getattr(self, name)
             if name in ("population_target", "population_refs"):
                 continue
             if len(value) != self.n:
-                raise InputError(f"has {len(value)} entries for {self.n} record_ids", field=name)
+                raise AttackInputError(f"has {len(value)} entries for {self.n} record_ids", field=name)
         for name in present:
             getattr(self, f"_check_{name}")()
 
     # -- per-field checks (each may assume the field is not None and has N entries) --------------------
 
     def _fail(self, i: int, name: str, msg: str) -> None:
-        raise InputError(msg, record_id=str(self.record_ids[i]), field=name)
+        raise AttackInputError(msg, record_id=str(self.record_ids[i]), field=name)
 
     def _check_texts(self) -> None:
         for i, t in enumerate(self.texts):
@@ -137,7 +137,7 @@ class AttackInputs:
     def _check_labels(self) -> None:
         lab = np.asarray(self.labels)
         if lab.ndim != 1 or not np.isin(lab, (0, 1)).all():
-            raise InputError("labels must be a 1-D array of 0/1 (or bool)", field="labels")
+            raise AttackInputError("labels must be a 1-D array of 0/1 (or bool)", field="labels")
 
     def _trajectories(self, name: str) -> list[list[np.ndarray]]:
         value = getattr(self, name)
@@ -239,21 +239,21 @@ class AttackInputs:
     def _check_population_target(self) -> None:
         a = np.asarray(self.population_target)
         if a.ndim != 1 or a.shape[0] == 0 or not np.issubdtype(a.dtype, np.floating):
-            raise InputError(f"expected a non-empty 1-D float array, got shape {a.shape} (RMIA needs population "
+            raise AttackInputError(f"expected a non-empty 1-D float array, got shape {a.shape} (RMIA needs population "
                              "records: data.n_population > 0; leave the field None when there are none)",
                              field="population_target")
         if not np.isfinite(a).all():
-            raise InputError("has non-finite values", field="population_target")
+            raise AttackInputError("has non-finite values", field="population_target")
 
     def _check_population_refs(self) -> None:
         a = np.asarray(self.population_refs)
         if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0 or not np.issubdtype(a.dtype, np.floating):
-            raise InputError(f"expected a non-empty [Z, R3] float array, got shape {a.shape}",
+            raise AttackInputError(f"expected a non-empty [Z, R3] float array, got shape {a.shape}",
                              field="population_refs")
         if not np.isfinite(a).all():
-            raise InputError("has non-finite values", field="population_refs")
+            raise AttackInputError("has non-finite values", field="population_refs")
         if self.population_target is not None and a.shape[0] != np.shape(self.population_target)[0]:
-            raise InputError(f"has {a.shape[0]} rows, population_target {np.shape(self.population_target)[0]}",
+            raise AttackInputError(f"has {a.shape[0]} rows, population_target {np.shape(self.population_target)[0]}",
                              field="population_refs")
 
 
@@ -271,27 +271,27 @@ def _check_logp(inputs: AttackInputs, i: int, name: str, a: Any, *, ndim: int, w
 
 def check_range(where: str, value: Any, lo: float | None = None, hi: float | None = None, *,
                 lo_open: bool = False, hi_open: bool = False, integer: bool = False) -> None:
-    """Raise ConfigError unless `value` is a real (or integer) number in the interval."""
+    """Raise AttackConfigError unless `value` is a real (or integer) number in the interval."""
     ok_type = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.number))
     if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
-        raise ConfigError(f"{where} must be {'an integer' if integer else 'a finite number'}, got {value!r}")
+        raise AttackConfigError(f"{where} must be {'an integer' if integer else 'a finite number'}, got {value!r}")
     below = lo is not None and (value <= lo if lo_open else value < lo)
     above = hi is not None and (value >= hi if hi_open else value > hi)
     if below or above:
         left = "(" if lo_open else "["
         right = ")" if hi_open else "]"
-        raise ConfigError(f"{where} must be in {left}{'-inf' if lo is None else lo}, "
+        raise AttackConfigError(f"{where} must be in {left}{'-inf' if lo is None else lo}, "
                           f"{'inf' if hi is None else hi}{right}, got {value!r}")
 
 
 def check_choice(where: str, value: Any, choices: Sequence[str]) -> None:
     if value not in choices:
-        raise ConfigError(f"{where} must be one of {list(choices)}, got {value!r}")
+        raise AttackConfigError(f"{where} must be one of {list(choices)}, got {value!r}")
 
 
 def check_bool(where: str, value: Any) -> None:
     if not isinstance(value, (bool, np.bool_)):
-        raise ConfigError(f"{where} must be true or false, got {value!r}")
+        raise AttackConfigError(f"{where} must be true or false, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from sklearn.pipeline import make_pipeline
 
 from attacks.base import AttackInputs, check_choice, check_range
 from attacks.registry import register
-from leakaudit.errors import InputError
+from attacks.errors import AttackInputError
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def blind_text(inputs: AttackInputs, params: BlindTextParams) -> np.ndarray:
     # Small studies have fewer records per class than folds: use as many folds as the rarer class allows.
     n_splits = min(params.n_splits, int(counts.min()))
     if n_splits < 2:
-        raise InputError(f"blind_text needs at least 2 members and 2 non-members to cross-validate; got "
+        raise AttackInputError(f"blind_text needs at least 2 members and 2 non-members to cross-validate; got "
                          f"{counts[1]} members, {counts[0]} non-members", field="labels")
     vec_cls = TfidfVectorizer if params.vectorizer == "tfidf" else CountVectorizer
     model = make_pipeline(vec_cls(ngram_range=(1, params.ngram_max)), LogisticRegression(C=params.C, max_iter=1000))

@@ -36,7 +36,7 @@ from scipy.stats import norm
 from attacks._aggregate import ref_means, seq_mean_logp
 from attacks.base import AttackInputs, check_bool, check_range
 from attacks.registry import register
-from leakaudit.errors import InputError
+from attacks.errors import AttackInputError
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def _stats(inputs: AttackInputs, attack: str, need_in: bool) -> tuple[np.ndarray
         s_in, s_out = ref_means(inputs.fixed_refs[i], np.asarray(inputs.fixed_ref_in[i]))
         for kind, values, needed in (("IN", s_in, need_in), ("OUT", s_out, True)):
             if needed and values.size == 0:
-                raise InputError(f"{attack} needs at least one {kind} reference per record; this one has none",
+                raise AttackInputError(f"{attack} needs at least one {kind} reference per record; this one has none",
                                  record_id=str(inputs.record_ids[i]), field="fixed_ref_in")
         ins.append(s_in)
         outs.append(s_out)

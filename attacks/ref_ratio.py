@@ -19,7 +19,7 @@ import numpy as np
 from attacks._aggregate import ref_means, seq_mean_logp
 from attacks.base import AttackInputs, NoParams
 from attacks.registry import register
-from leakaudit.errors import InputError
+from attacks.errors import AttackInputError
 
 
 @register("ref_ratio_base", NoParams, needs=("fixed_target", "fixed_base"), family="fixed",
@@ -30,10 +30,10 @@ def ref_ratio_base(inputs: AttackInputs, params: NoParams) -> np.ndarray:
 
 
 def out_reference_mean(inputs: AttackInputs, i: int, attack: str) -> float:
-    """Mean over record i's OUT references of their mean log-prob of its text (InputError if it has none)."""
+    """Mean over record i's OUT references of their mean log-prob of its text (AttackInputError if it has none)."""
     _, out = ref_means(inputs.fixed_refs[i], np.asarray(inputs.fixed_ref_in[i]))
     if out.size == 0:
-        raise InputError(f"{attack} needs at least one OUT reference per record; this one has none",
+        raise AttackInputError(f"{attack} needs at least one OUT reference per record; this one has none",
                          record_id=str(inputs.record_ids[i]), field="fixed_ref_in")
     return float(out.mean())
 

@@ -7,8 +7,8 @@
     run_attack("leaky", inputs, {"slope": 0.0})   # a dict (e.g. from study.yaml) ...
     run_attack("leaky", inputs, LeakyParams(slope=0.0))  # ... or the dataclass itself
 
-`run_attack` resolves the parameters (unknown keys and out-of-range values raise ConfigError), checks that
-the attack's declared needs are present (InputError naming the missing field), validates those fields, runs
+`run_attack` resolves the parameters (unknown keys and out-of-range values raise AttackConfigError), checks that
+the attack's declared needs are present (AttackInputError naming the missing field), validates those fields, runs
 the attack on a copy of the inputs that holds only those fields (and record_ids; every other field is None,
 so `labels` reaches only an attack that declares it) and checks its output: a float64 ndarray of shape [N]
 with no infinities (NaN allowed, see attacks/base.py). Every attack declares at registration that it returns
@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from attacks.base import INPUT_FIELDS, AttackInputs
-from leakaudit.errors import ConfigError, InputError, LeakauditError
+from attacks.errors import AttackConfigError, AttackContractError, AttackInputError
 
 FAMILIES = ("fresh", "fixed", "blind")
 THREAT_MODELS = ("OUT-only", "IN+OUT", "check")
@@ -37,10 +37,6 @@ can have); IN+OUT: references trained ON the candidate as well (online LiRA / RM
 reads the membership labels (the blind text baseline), not an attack."""
 
 AttackFn = Callable[[AttackInputs, Any], np.ndarray]
-
-
-class AttackContractError(LeakauditError):
-    """An attack returned something other than float64 [N] member-high scores (a bug in that attack)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ class AttackSpec:
     fn: AttackFn
     params_cls: type
     needs: tuple[str, ...]
-    """AttackInputs fields the attack reads; run_attack raises InputError when one is None, and passes the attack
+    """AttackInputs fields the attack reads; run_attack raises AttackInputError when one is None, and passes the attack
     only these (every other field None)."""
     family: str
     """'fresh' (the target's own samples), 'fixed' (the record's reference text), 'blind' (text only)."""
@@ -101,10 +97,10 @@ class AttackSpec:
             known = {f.name for f in dataclasses.fields(self.params_cls)}
             unknown = sorted(set(params) - known)
             if unknown:
-                raise ConfigError(f"attack {self.name!r}: unknown parameter(s) {unknown}; "
+                raise AttackConfigError(f"attack {self.name!r}: unknown parameter(s) {unknown}; "
                                   f"known: {sorted(known) or 'none'}")
             return self.params_cls(**params)
-        raise ConfigError(f"attack {self.name!r}: params must be None, a dict or {self.params_cls.__name__}, "
+        raise AttackConfigError(f"attack {self.name!r}: params must be None, a dict or {self.params_cls.__name__}, "
                           f"got {type(params).__name__}")
 
 
@@ -125,21 +121,21 @@ def register(name: str, params_cls: type, *, needs: tuple[str, ...], family: str
     sign lives next to the statistic's definition and nowhere else.
     """
     if not higher_is_member:
-        raise ConfigError(f"attack {name!r}: attacks must return higher = more likely member; negate inside "
+        raise AttackConfigError(f"attack {name!r}: attacks must return higher = more likely member; negate inside "
                           "the attack")
     if family not in FAMILIES:
-        raise ConfigError(f"attack {name!r}: family must be one of {FAMILIES}, got {family!r}")
+        raise AttackConfigError(f"attack {name!r}: family must be one of {FAMILIES}, got {family!r}")
     bad = [n for n in needs if n not in INPUT_FIELDS]
     if bad:
-        raise ConfigError(f"attack {name!r}: needs unknown AttackInputs field(s) {bad}")
+        raise AttackConfigError(f"attack {name!r}: needs unknown AttackInputs field(s) {bad}")
     if not dataclasses.is_dataclass(params_cls):
-        raise ConfigError(f"attack {name!r}: params_cls must be a dataclass")
+        raise AttackConfigError(f"attack {name!r}: params_cls must be a dataclass")
     if not callable(threat_model) and threat_model not in THREAT_MODELS:
-        raise ConfigError(f"attack {name!r}: threat_model must be one of {THREAT_MODELS}, got {threat_model!r}")
+        raise AttackConfigError(f"attack {name!r}: threat_model must be one of {THREAT_MODELS}, got {threat_model!r}")
 
     def deco(fn: AttackFn) -> AttackFn:
         if name in _REGISTRY:
-            raise ConfigError(f"attack {name!r} is already registered")
+            raise AttackConfigError(f"attack {name!r} is already registered")
         _REGISTRY[name] = AttackSpec(name, fn, params_cls, tuple(needs), family, description, threat_model,
                                      offline_form)
         return fn
@@ -156,7 +152,7 @@ def get_attack(name: str) -> AttackSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ConfigError(f"unknown attack {name!r}; registered: {sorted(_REGISTRY)}") from None
+        raise AttackConfigError(f"unknown attack {name!r}; registered: {sorted(_REGISTRY)}") from None
 
 
 def list_attacks() -> list[AttackSpec]:
@@ -170,7 +166,7 @@ def run_attack(name: str, inputs: AttackInputs, params: Any = None) -> np.ndarra
     p = spec.make_params(params)
     missing = inputs.missing(spec.needs)
     if missing:
-        raise InputError(f"attack {name!r} needs {missing}, which these inputs do not have", field=missing[0])
+        raise AttackInputError(f"attack {name!r} needs {missing}, which these inputs do not have", field=missing[0])
     view = only_needs(inputs, spec.needs)
     view.validate(spec.needs)
     out = spec.fn(view, p)

@@ -51,7 +51,7 @@ from scipy.special import logsumexp
 from attacks._aggregate import ref_means, seq_mean_logp
 from attacks.base import AttackInputs, check_bool, check_range
 from attacks.registry import register
-from leakaudit.errors import InputError
+from attacks.errors import AttackInputError
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def rmia(inputs: AttackInputs, params: RmiaParams) -> np.ndarray:
         s_in, s_out = ref_means(inputs.fixed_refs[i], ref_in)
         if s_out.size == 0 or (not params.offline and s_in.size == 0):
             kind = "OUT" if s_out.size == 0 else "IN"
-            raise InputError(f"rmia ({'offline' if params.offline else 'online'}) needs at least one {kind} "
+            raise AttackInputError(f"rmia ({'offline' if params.offline else 'online'}) needs at least one {kind} "
                              "reference per record; this one has none",
                              record_id=str(inputs.record_ids[i]), field="fixed_ref_in")
         if np.isnan(log_target_x[i]):  # no tokens: NaN score, nothing to compute

@@ -79,7 +79,7 @@ def audit(work: Path, *, cands: list | None = None, out: Path | None = None, log
     p = write_jsonl(work / "pop.jsonl", good[4:])
     request.setdefault("target", tiny_model())
     req = AuditRequest(candidates=c, population=p, base_model=tiny_model(), out=out or work / "out",
-                       n_train_references=2, **request)
+                       n_references=2, **request)
     Study(audit_config(req), progress=False, log=log).run_all(until="plan")
     return Path(req.out)
 

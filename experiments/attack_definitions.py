@@ -23,12 +23,12 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from attacks import run_attack
+from attacks.errors import AttackInputError
 from attacks.rmia import _log_mean_prob
 from attacks.zlib_entropy import zlib_length
 from leakaudit.assemble import _mean, run_inputs
 from leakaudit.config import load_config
 from leakaudit.data.records import read_jsonl
-from leakaudit.errors import InputError
 from leakaudit.membership import MembershipPlan
 from leakaudit.metrics import cluster_auroc_ci
 from leakaudit.rundir import RunDir
@@ -70,7 +70,7 @@ def analyse(run_root: Path, n_boot: int) -> dict:
                     "rmia (before)": rmia_before(inputs, run, plan, view)}
         try:
             variants["rmia (after)"] = run_attack("rmia", inputs)
-        except InputError as e:  # the null target has no clean population in the default preset
+        except AttackInputError as e:  # the null target has no clean population in the default preset
             variants["rmia (after)"] = None
             print(f"{view.target}: rmia (after) not available: {e}")
         for name, s in variants.items():

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leakaudit.audit_options import flag_named
 from leakaudit.config import PRESETS, AttackSpecConfig, AuditConfig, StudyConfig, load_config
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.scoring import offline_attacks
@@ -60,7 +61,7 @@ class AuditRequest:
     background: Path | None = None
     """--background: records every trained reference also trains on (the target's background set)."""
     references: list[str] = field(default_factory=list)
-    n_train_references: int = 4
+    n_references: int = 4
     base_model: str | None = None
     """What the target was initialised from; None = the config's base_model."""
     out: Path = Path("runs/audit")
@@ -148,7 +149,7 @@ def audit_config(req: AuditRequest) -> StudyConfig:
         audit = AuditConfig(target=str(req.target), candidates=str(req.candidates),
                             population=str(req.population) if req.population else None,
                             background=str(req.background) if req.background else None,
-                            references=[str(r) for r in req.references], n_references=req.n_train_references,
+                            references=[str(r) for r in req.references], n_references=req.n_references,
                             target_model=req.target_model, api_key_env=req.api_key_env,
                             api_concurrency=req.api_concurrency, api_timeout_s=req.api_timeout_s,
                             api_max_retries=req.api_max_retries,
@@ -171,27 +172,6 @@ def check_primary_attack(attacks: list[AttackSpecConfig]) -> None:
     if not any(a.display == PRIMARY_ATTACK for a in attacks):
         raise ConfigError(f"attacks: an audit's verdict rests on '{PRIMARY_ATTACK}' (its primary attack, fixed in "
                           f"advance); keep it in the attacks list (got {[a.display for a in attacks]})")
-
-
-AUDIT_FLAGS = {"audit.n_references": "--train-references", "audit.target": "--target",
-               "audit.candidates": "--candidates", "audit.population": "--population",
-               "audit.background": "--background", "audit.references": "--references",
-               "audit.null_sample": "--null-sample", "audit.null_size": "--null-size", "audit.fdr": "--fdr",
-               "audit.fpr": "--fpr", "audit.prompt_column": "--prompt-column",
-               "audit.privileged_column": "--privileged-column", "audit.id_column": "--id-column",
-               "audit.domain": "--domain"}
-"""The audit's config keys that come from one CLI flag each: its errors name the flag the auditor typed."""
-
-
-def flag_named(message: str, out: Path) -> str:
-    """A ConfigError message from AuditConfig / the run-directory name, its key replaced by the audit's flag
-    ('audit.n_references: must be >= 1' -> '--train-references: ...'; 'name: ...' -> '--out <out>: ...')."""
-    key, sep, rest = message.partition(":")
-    if sep and key in AUDIT_FLAGS:
-        return f"{AUDIT_FLAGS[key]}:{rest}"
-    if sep and key == "name":
-        return f"--out {out}:{rest}"
-    return message
 
 
 # ---- the null sample and the verdict ---------------------------------------------------------------------------

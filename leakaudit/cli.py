@@ -8,6 +8,10 @@
     leakaudit audit --target DIR_OR_HUB_ID --candidates FILE --population FILE [--references DIR ...]
     leakaudit report RUN_DIR [--redact]
     leakaudit pool RUN_DIR RUN_DIR ... --out POOLED_DIR
+
+This module is the parser: each command's options and help, and a body that calls the library. Beside it:
+cli_exit (exit codes and the one-line error), cli_summary (what a finished run prints), cli_records (the records
+command's --option parsing and file checks); the audit's flags come from leakaudit.audit_options.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-import click
 import typer
 
-from leakaudit.errors import InputError, LeakauditError
-from leakaudit.executors import JobsFailed
+from leakaudit.audit_options import flag_for
+from leakaudit.cli_exit import run_app
+from leakaudit.cli_records import admit_file_records, parse_options
+from leakaudit.cli_summary import print_audit_summary, print_headline
+from leakaudit.errors import LeakauditError
 
 # Plain click help formatting: rich markup would eat bracketed text such as "[redacted]" from the help strings.
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -42,59 +48,12 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
     """Membership-inference audits of students trained by on-policy distillation."""
 
 
-def _usage_error_classes() -> tuple[type[BaseException], ...]:
-    """The usage-error classes a typer app may raise: typer >= 0.2x vendors its own click (typer._click), whose
-    exceptions are not click's; older typers raise click's own. Both are caught."""
-    classes: list[type[BaseException]] = [click.exceptions.ClickException]
-    vendored = getattr(getattr(typer, "_click", None), "exceptions", None)
-    if vendored is not None and hasattr(vendored, "ClickException"):
-        classes.append(vendored.ClickException)
-    typer_exc = getattr(getattr(typer, "exceptions", None), "TyperException", None)
-    if typer_exc is not None:
-        classes.append(typer_exc)
-    return tuple(classes)
-
-
-def _no_args_classes() -> tuple[type[BaseException], ...]:
-    classes = [getattr(click.exceptions, "NoArgsIsHelpError", None),
-               getattr(getattr(getattr(typer, "_click", None), "exceptions", None), "NoArgsIsHelpError", None)]
-    return tuple(c for c in classes if c is not None)
-
-
-def _usage_message(e: BaseException) -> str:
-    """One line: the error, then where to look (`leakaudit CMD --help`)."""
-    fmt = getattr(e, "format_message", None)
-    text = fmt() if callable(fmt) else str(e)
-    text = " ".join(str(text).split()) or type(e).__name__
-    ctx = getattr(e, "ctx", None)
-    path = getattr(ctx, "command_path", None) or "leakaudit"
-    return f"{text.rstrip('.')} (see `{path} --help`)"
-
-
 def _preset_names() -> list[str]:
     """The shipped presets (leakaudit.presets.preset_names, the one list), default first; that module imports nothing
     heavy, so `--help` does not import the config module (and torch)."""
     from leakaudit.presets import preset_names
 
     return list(preset_names())
-
-
-def _parse_options(options: List[str]) -> dict:
-    """`--option key=value` pairs; each value is plain YAML (python tags and other non-standard tags refused)."""
-    import yaml
-
-    out = {}
-    for o in options:
-        k, sep, v = o.partition("=")
-        if not sep or not k.strip():
-            raise InputError(f"--option expects key=value, got {o!r}")
-        try:
-            out[k.strip()] = yaml.safe_load(v)
-        except yaml.YAMLError as e:
-            problem = " ".join(str(getattr(e, "problem", None) or e).split())
-            raise InputError(f"--option {k.strip()}: the value {v!r} is not plain YAML ({problem}); quote it to "
-                             "pass a string") from e
-    return out
 
 
 @app.command()
@@ -122,11 +81,11 @@ def records(
         return
     if not source:
         raise typer.BadParameter("--source is required (or --list)")
-    options = _parse_options(option)
+    options = parse_options(option)
     check_source_options(source, options, where="--option")  # as run-study checks data.domains.<d>.options
     recs = load_source(source, limit=limit, seed=seed, **options)
     if source == "file":
-        _admit_file_records(recs, options, config=config, preset=preset, whole_file=limit is None)
+        admit_file_records(recs, options, config=config, preset=preset, whole_file=limit is None)
     if count:
         from collections import Counter
 
@@ -139,23 +98,6 @@ def records(
     else:
         for r in recs:
             typer.echo(json.dumps(r.to_dict(), ensure_ascii=False))
-
-
-def _admit_file_records(recs: list, options: dict, *, config: Optional[Path], preset: Optional[str],
-                        whole_file: bool) -> None:
-    """The study's checks of a file's records (leakaudit.data.admit): one domain, within the token budget."""
-    from leakaudit.config import load_config
-    from leakaudit.data.admit import admit
-    from leakaudit.data.user_files import record_lines
-    from leakaudit.models import load_tokenizer
-
-    cfg = load_config(config, preset=preset)
-    path = str(options["path"])
-    domain = options.get("domain") or recs[0].domain
-    configured = "--option domain" if options.get("domain") else "this file (its first record's domain)"
-    admit(recs, source="file", domain=domain, configured=configured, data=cfg.data, where=path,
-          tokenizer=load_tokenizer(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
-          lines=record_lines(path) if whole_file else None)
 
 
 @app.command()
@@ -294,80 +236,50 @@ def run_study(
         return
     start = time.time()
     root = Study(cfg, force=force, log=lambda m: typer.echo(m, err=True)).run_all()
-    _print_headline(root)
+    print_headline(root)
     typer.echo(f"\nwall time {time.time() - start:.0f} s; report: {root / 'report.html'}")
 
 
-def _print_headline(root: Path) -> None:
-    _print_mean_target(root)
-    _print_blind_check(root)
-    _print_teacher(root)
-
-
-def _print_mean_target(root: Path) -> None:
-    """The headline of metrics.json (leakaudit.per_target.headline_table): per domain, Leaky against the best OUT-only
-    baseline by mean per-target AUROC with the paired difference, the online attacks beside it; nothing for a report
-    without labels or one that predates the statistic."""
-    import json
-
-    from leakaudit.rundir import RunDir
-
-    meta = RunDir(root).metrics_json
-    rows = (json.loads(meta.read_text()).get("headline") or []) if meta.is_file() else []
-    rows = [r for r in rows if "mean per-target AUROC [95% CI]" in r]
-    if rows:
-        typer.echo("Mean per-target AUROC [95% CI]; Δ = Leaky − row, paired (> 0: Leaky stronger):")
-    for r in rows:
-        delta = f"  Δ {r['Δ Leaky − this [95% CI]']}" if r["Δ Leaky − this [95% CI]"] else ""
-        typer.echo(f"  {r['domain']:<8} {r['method']:<42} {r['attack']:<34} {r['threat_model']:<8} "
-                   f"{r['mean per-target AUROC [95% CI]']}{delta}")
-
-
-def _print_blind_check(root: Path) -> None:
-    """The blind text check under the headline: the warning when members and non-members differ as text, else
-    the verdict with the permutation null (leakaudit.report.blind_null)."""
-    from leakaudit.report.blind_null import blind_text_verdict, read_blind_null
-    from leakaudit.rundir import RunDir
-
-    null = read_blind_null(RunDir(root).blind_text_null)
-    if null is not None and not null.empty:
-        typer.echo("\n" + blind_text_verdict(null)["message"])
-
-
-def _print_teacher(root: Path) -> None:
-    """Under the blind text check: which teacher the run used and how literal it was, or that the run did not
-    measure it (leakaudit.report.teacher)."""
-    from leakaudit.report.teacher import teacher_lines
-
-    if Path(root).is_dir():
-        typer.echo("\n" + "\n".join(teacher_lines(root)))
+def _audit_flag(field: str) -> str:
+    """The flag of the audit config's key `audit.<field>` (leakaudit.audit_options); the option's parameter is
+    named `field`, as the key."""
+    return flag_for(f"audit.{field}")
 
 
 @app.command()
 def audit(
-    target: str = typer.Option(..., help="The deployed student: a directory or hub id, or an OpenAI-compatible "
-                                         "server's base URL (http://HOST:PORT/v1; with --target-model)."),
-    target_model: Optional[str] = typer.Option(None, help="API target: the served model's name."),
-    api_key_env: Optional[str] = typer.Option(None, help="API target: environment variable holding the API key "
-                                                         "(default: OPENAI_API_KEY when set; '' = no key). The key "
-                                                         "is never logged or written."),
-    api_concurrency: int = typer.Option(4, help="API target: requests in flight at once."),
-    api_timeout: float = typer.Option(60.0, help="API target: seconds per request attempt."),
-    api_retries: int = typer.Option(4, help="API target: retries on 429 / 5xx / timeouts, with backoff."),
-    candidates: Path = typer.Option(..., help="Candidate records: JSONL, CSV, parquet, or a Hugging Face dataset "
-                                              "hf:NAME[:CONFIG][@SPLIT] (a hub id, a local folder in hub layout or "
-                                              "saved with save_to_disk; also every other record option); "
-                                              "meta.is_member, if present on every record, is used as ground truth "
-                                              "for metrics."),
-    population: Optional[Path] = typer.Option(None, help="Population records (known non-members, drawn like the "
-                                                          "candidates): the references train on one part, the "
-                                                          "verdict's null sample is the other; must exclude every "
-                                                          "candidate."),
-    background: Optional[Path] = typer.Option(None, help="Records (JSONL) every trained reference also trains on: "
-                                                          "the target's background set, when known; must exclude "
-                                                          "every candidate and population record."),
-    references: List[str] = typer.Option([], help="Existing reference students (trained without the candidates)."),
-    train_references: int = typer.Option(4, help="References to train when --references is not given."),
+    target: str = typer.Option(..., _audit_flag("target"),
+                               help="The deployed student: a directory or hub id, or an OpenAI-compatible server's "
+                                    "base URL (http://HOST:PORT/v1; with --target-model)."),
+    target_model: Optional[str] = typer.Option(None, _audit_flag("target_model"),
+                                               help="API target: the served model's name."),
+    api_key_env: Optional[str] = typer.Option(None, _audit_flag("api_key_env"),
+                                              help="API target: environment variable holding the API key (default: "
+                                                   "OPENAI_API_KEY when set; '' = no key). The key is never logged "
+                                                   "or written."),
+    api_concurrency: int = typer.Option(4, _audit_flag("api_concurrency"),
+                                        help="API target: requests in flight at once."),
+    api_timeout_s: float = typer.Option(60.0, _audit_flag("api_timeout_s"),
+                                        help="API target: seconds per request attempt."),
+    api_max_retries: int = typer.Option(4, _audit_flag("api_max_retries"),
+                                        help="API target: retries on 429 / 5xx / timeouts, with backoff."),
+    candidates: Path = typer.Option(..., _audit_flag("candidates"),
+                                    help="Candidate records: JSONL, CSV, parquet, or a Hugging Face dataset "
+                                         "hf:NAME[:CONFIG][@SPLIT] (a hub id, a local folder in hub layout or saved "
+                                         "with save_to_disk; also every other record option); meta.is_member, if "
+                                         "present on every record, is used as ground truth for metrics."),
+    population: Optional[Path] = typer.Option(None, _audit_flag("population"),
+                                              help="Population records (known non-members, drawn like the "
+                                                   "candidates): the references train on one part, the verdict's "
+                                                   "null sample is the other; must exclude every candidate."),
+    background: Optional[Path] = typer.Option(None, _audit_flag("background"),
+                                              help="Records (JSONL) every trained reference also trains on: the "
+                                                   "target's background set, when known; must exclude every "
+                                                   "candidate and population record."),
+    references: List[str] = typer.Option([], _audit_flag("references"),
+                                         help="Existing reference students (trained without the candidates)."),
+    n_references: int = typer.Option(4, _audit_flag("n_references"),
+                                     help="References to train when --references is not given."),
     base_model: Optional[str] = typer.Option(None, help="What the target was initialised from (references "
                                                         "start here; also the base for ratio attacks); default: "
                                                         "the config's base_model."),
@@ -381,20 +293,28 @@ def audit(
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),
     redact: bool = typer.Option(False, help="Redact privileged texts in the report."),
     force: List[str] = typer.Option([], help="Redo a stage and everything after it (or 'all'). Repeatable."),
-    null_sample: Optional[Path] = typer.Option(None, help="Known non-members (JSONL) that no reference trains on: "
-                                                           "the verdict's null sample. Default: split one off "
-                                                           "--population (--null-size)."),
-    null_size: int = typer.Option(0, help="Population records split off as the null sample (0 = 99, enough for "
-                                          "p = 0.01, or half the population when it is smaller). Costs sampling and "
-                                          "scoring only."),
-    fdr: float = typer.Option(0.1, help="False discovery rate of the flagged list (Benjamini-Hochberg)."),
-    fpr: Optional[float] = typer.Option(None, help="Flag each candidate with p <= FPR instead of a BH list."),
-    prompt_column: Optional[str] = typer.Option(None, help="Column holding the prompt (default: prompt)."),
-    privileged_column: Optional[str] = typer.Option(None, help="Column holding the privileged text (default: "
-                                                               "privileged)."),
-    id_column: Optional[str] = typer.Option(None, help="Column holding the record id (default: record_id, else a "
-                                                       "content hash)."),
-    domain: Optional[str] = typer.Option(None, help="Domain of rows without a domain column (default: general)."),
+    null_sample: Optional[Path] = typer.Option(None, _audit_flag("null_sample"),
+                                               help="Known non-members (JSONL) that no reference trains on: the "
+                                                    "verdict's null sample. Default: split one off --population "
+                                                    "(--null-size)."),
+    null_size: int = typer.Option(0, _audit_flag("null_size"),
+                                  help="Population records split off as the null sample (0 = 99, enough for p = "
+                                       "0.01, or half the population when it is smaller). Costs sampling and "
+                                       "scoring only."),
+    fdr: float = typer.Option(0.1, _audit_flag("fdr"),
+                              help="False discovery rate of the flagged list (Benjamini-Hochberg)."),
+    fpr: Optional[float] = typer.Option(None, _audit_flag("fpr"),
+                                        help="Flag each candidate with p <= FPR instead of a BH list."),
+    prompt_column: Optional[str] = typer.Option(None, _audit_flag("prompt_column"),
+                                                help="Column holding the prompt (default: prompt)."),
+    privileged_column: Optional[str] = typer.Option(None, _audit_flag("privileged_column"),
+                                                    help="Column holding the privileged text (default: "
+                                                         "privileged)."),
+    id_column: Optional[str] = typer.Option(None, _audit_flag("id_column"),
+                                            help="Column holding the record id (default: record_id, else a content "
+                                                 "hash)."),
+    domain: Optional[str] = typer.Option(None, _audit_flag("domain"),
+                                         help="Domain of rows without a domain column (default: general)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate everything, write nothing, print the plan and "
                                                           "its cost (as run-study --dry-run)."),
     gpu: str = typer.Option("H100", help="--dry-run: the GPU class to estimate on."),
@@ -404,14 +324,12 @@ def audit(
     from leakaudit.audit import AuditRequest, audit_config, recipe_sources
     from leakaudit.study import Study
 
-
     req = AuditRequest(target=target, candidates=candidates, population=population, background=background,
-                       references=list(references),
-                       n_train_references=train_references, base_model=base_model, out=out, overrides=list(set_),
-                       config=config, preset=preset, teacher=teacher, redact=redact, target_model=target_model,
-                       api_key_env=api_key_env, api_concurrency=api_concurrency, api_timeout_s=api_timeout,
-                       api_max_retries=api_retries, force=list(force), null_sample=null_sample,
-                       null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column,
+                       references=list(references), n_references=n_references, base_model=base_model, out=out,
+                       overrides=list(set_), config=config, preset=preset, teacher=teacher, redact=redact,
+                       target_model=target_model, api_key_env=api_key_env, api_concurrency=api_concurrency,
+                       api_timeout_s=api_timeout_s, api_max_retries=api_max_retries, force=list(force),
+                       null_sample=null_sample, null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column,
                        privileged_column=privileged_column, id_column=id_column, domain=domain)
     # an audit is the study pipeline run on the audit's design (leakaudit.audit.audit_config)
     study = Study(audit_config(req), force=req.force, log=lambda m: typer.echo(m, err=True), redact=req.redact,
@@ -423,31 +341,8 @@ def audit(
         return
     study.run_all()
     table_path = study.run.candidates_csv
-    _print_recipe(table_path.parent)
-    _print_verdict(table_path.parent)
+    print_audit_summary(table_path.parent)
     typer.echo(f"per-candidate scores: {table_path}")
-
-
-def _print_recipe(root: Path) -> None:
-    """The references' recipe, as audit.json records it (leakaudit.audit.recipe_line)."""
-    import json
-
-    from leakaudit.audit import recipe_line
-
-    path = Path(root) / "audit.json"
-    recipe = json.loads(path.read_text(encoding="utf-8")).get("reference_recipe") if path.is_file() else None
-    if recipe:
-        typer.echo(recipe_line(recipe))
-
-
-def _print_verdict(root: Path) -> None:
-    """The audit's verdict, as audit.json records it (leakaudit.verdict.verdict_sentences)."""
-    path = Path(root) / "audit.json"
-    verdict = json.loads(path.read_text(encoding="utf-8")).get("verdict") if path.is_file() else None
-    if verdict:
-        typer.echo("verdict: " + verdict["headline"])
-        for line in verdict["details"]:
-            typer.echo("  " + line)
 
 
 @app.command()
@@ -463,7 +358,7 @@ def report(run_dir: Path = typer.Argument(..., help="A finished run directory.")
     if not (run_dir / "scores.parquet").is_file():
         raise InputError("no scores.parquet (run the study's attacks stage first)", path=str(run_dir))
     path = build_report(run_dir, redact=redact, n_boot=n_boot, seed=seed, n_perm=n_perm)
-    _print_headline(run_dir)
+    print_headline(run_dir)
     typer.echo(f"report: {path}")
 
 
@@ -477,32 +372,14 @@ def pool(runs: List[Path] = typer.Argument(..., help="Finished shards of one stu
     from leakaudit.pool import pool_runs
 
     path = pool_runs(out, runs, n_boot=n_boot, seed=seed, n_perm=n_perm)
-    _print_headline(out)
+    print_headline(out)
     typer.echo(f"report: {path}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: user errors (bad input, mistyped commands and options) print one line and exit 2;
-    failed jobs of a stage (leakaudit.executors.JobsFailed) print one line each and exit 1."""
-    try:
-        app(args=argv, prog_name="leakaudit", standalone_mode=False)
-    except LeakauditError as e:
-        typer.echo(f"error: {' '.join(str(e).split())}", err=True)
-        return 2
-    except JobsFailed as e:  # jobs that raised or whose worker died: each named; a rerun redoes only those
-        typer.echo(f"error: {e}", err=True)
-        return 1
-    except (typer.Abort, click.exceptions.Abort, KeyboardInterrupt):
-        typer.echo("aborted", err=True)
-        return 130
-    except (typer.Exit, click.exceptions.Exit) as e:
-        return e.exit_code
-    except _no_args_classes():  # bare `leakaudit`: the help is already printed
-        return 2
-    except _usage_error_classes() as e:  # typer's and click's usage errors: no such option/command, bad value
-        typer.echo(f"error: {_usage_message(e)}", err=True)
-        return 2
-    return 0
+    """Console entry point: the command's exit code (leakaudit.cli_exit: 2 for bad input or a mistyped command,
+    1 for failed jobs), errors as one line."""
+    return run_app(app, argv)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The study config's reference page (docs/guide/config-reference.md), generated from the config dataclasses.
 
-Each key's text is the docstring written under its field in the dataclass (leakaudit/config.py and the sections it
-nests: shadow_models.OPDConfig, shadow_models.TeacherPrepConfig, leakaudit.signals.SamplingConfig), so the page and
-the code cannot disagree: `make docs` regenerates it and tests/test_docs.py fails when the committed page is stale.
+Each key's text is the docstring written under its field in the dataclass (StudyConfig and the sections it nests,
+each beside what it configures: leakaudit.config lists where), with the `leakaudit audit` flag that sets it where one
+does (leakaudit.audit_options), so the page and the code cannot disagree: `make docs` regenerates it and
+tests/test_docs.py fails when the committed page is stale.
 
     python -m leakaudit.config_reference > docs/guide/config-reference.md
 """
@@ -17,6 +18,7 @@ import textwrap
 import typing
 from typing import Any
 
+from leakaudit.audit_options import AUDIT_OPTIONS, flag_for
 from leakaudit.config import StudyConfig
 
 HEADER = """\
@@ -79,7 +81,7 @@ def rows(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
         section = _section(hints[f.name])
-        out.append((key, _default(f), docs.get(f.name, "")))
+        out.append((key, _default(f), _with_flag(key, docs.get(f.name, ""))))
         if section is not None:
             origin = typing.get_origin(hints[f.name])
             sep = "[]." if origin is list else ".<name>." if origin is dict else "."
@@ -87,6 +89,11 @@ def rows(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
     for key, section in nested:
         out.extend(rows(section, key))
     return out
+
+
+def _with_flag(key: str, doc: str) -> str:
+    """The key's description, and the `leakaudit audit` flag that sets it, if one does (leakaudit.audit_options)."""
+    return f"{doc} Set by `leakaudit audit {flag_for(key)}`." if key in AUDIT_OPTIONS.values() else doc
 
 
 def _cell(text: str) -> str:

@@ -31,8 +31,9 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score, roc_curve
 
+from attacks.errors import AttackConfigError
 from attacks.registry import get_attack
-from leakaudit.errors import ConfigError, InputError
+from leakaudit.errors import InputError
 
 DEFAULT_ALPHAS = (0.1, 0.01, 0.001)
 LEVELS = ("target", "domain", "all")
@@ -303,7 +304,7 @@ def threat_model(attack_name: str, params: str | dict | None = None) -> str:
     not register (scores written by another version or by hand)."""
     try:
         spec = get_attack(attack_base(attack_name))
-    except ConfigError:
+    except AttackConfigError:
         return "unknown"
     if isinstance(params, str):
         params = json.loads(params or "{}")

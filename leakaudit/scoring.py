@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 from attacks import AttackInputs, get_attack, list_attacks, run_attack
 from attacks.leaky import LeakyParams, token_gaps
 from leakaudit.assemble import run_inputs
+from leakaudit.attack_errors import user_errors_from_attacks
 from leakaudit.config import AttackSpecConfig, StudyConfig
 from leakaudit.data.records import Record
 from leakaudit.errors import InputError
@@ -53,7 +54,8 @@ def attack_rows(inputs: AttackInputs, specs: list[AttackSpecConfig], *, target: 
         spec = get_attack(a.name)
         params = spec.params_cls(**a.params)
         try:
-            scores = run_attack(a.name, inputs, params)
+            with user_errors_from_attacks():
+                scores = run_attack(a.name, inputs, params)
         except InputError as e:
             if not skip_unavailable:
                 raise

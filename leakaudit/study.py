@@ -970,7 +970,7 @@ class Study:
         import numpy as np
 
         from attacks import AttackInputs, run_attack
-        from leakaudit.errors import InputError as _InputError
+        from attacks.errors import AttackInputError as _InputError
         from leakaudit.scoring import attack_specs
         from leakaudit.verdict import BLIND_ATTACK
 

@@ -1,19 +1,20 @@
-"""Configuration dataclasses for on-policy distillation (OPDConfig) and teacher preparation (TeacherPrepConfig).
+"""Configuration dataclasses for on-policy distillation (OPDConfig), teacher preparation (TeacherPrepConfig) and the
+study config's choice of teacher (TeacherConfig, its `teacher` section).
 
 Every field has a docstring and a range check in ``__post_init__`` (raising ``leakaudit.errors.ConfigError``),
-imitating TRL's ``*_config.py``. Both are plain, JSON-serialisable dataclasses: ``dataclasses.asdict`` goes
-straight into ``meta.json``. ``__pydantic_config__`` lets leakaudit.config validate them with pydantic (types, and
-unknown keys rejected) when a study config is loaded; constructing them directly is unchanged.
+imitating TRL's ``*_config.py``. OPDConfig and TeacherPrepConfig are plain, JSON-serialisable dataclasses:
+``dataclasses.asdict`` goes straight into ``meta.json``. ``__pydantic_config__`` (leakaudit.config_section.FORBID)
+lets leakaudit.config validate them with pydantic (types, and unknown keys rejected) when a study config is loaded;
+constructing them directly is unchanged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from pydantic import ConfigDict
-
+from leakaudit.config_section import FORBID, Checked
 from leakaudit.errors import ConfigError
 from leakaudit.precision import valid_bf16_setting
 from leakaudit.prompting import DEFAULT_TEACHER_TEMPLATE
@@ -34,7 +35,7 @@ def _check(cond: bool, name: str, value: object, need: str) -> None:
 class _OptimFields:
     """Fields shared by OPD and teacher SFT: optimisation, LoRA, precision, seed, teacher template."""
 
-    __pydantic_config__ = ConfigDict(extra="forbid")  # not a field: read by pydantic.TypeAdapter only
+    __pydantic_config__ = FORBID  # not a field: read by pydantic.TypeAdapter only
 
     epochs: int = 1
     """Passes over the records; each epoch visits every record once, in an order shuffled from `seed`. >= 1."""
@@ -215,3 +216,42 @@ class TeacherPrepConfig(_OptimFields):
                self.micro_batch_size, "an int >= 1")
         _check(isinstance(self.max_length, int) and self.max_length >= 8, "max_length", self.max_length,
                "an int >= 8")
+
+
+PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated"}
+"""teacher.kind values for a teacher the run prepares itself -> its SFT target (shadow_models.teacher_prep)."""
+
+
+@dataclass
+class TeacherConfig:
+    """The study config's `teacher` section: which model scores the students' completions with the privileged text
+    in its context."""
+
+    __pydantic_config__ = FORBID
+
+    kind: str = "self"
+    """'self' = the frozen base student; 'prepared' = the base after SFT on population and teacher-only records
+    (never candidates) to copy the privileged text from its context (the copying teacher); 'restated' = the same
+    SFT with the record's restatement as the target (leakaudit.data.restate: an equivalent code body with locals
+    renamed, the worked solution answer-first and reworded, the deciding findings in another template than the
+    note), a teacher that answers *from* its context in another surface form than the privileged text; records
+    no rule restates are left out of its SFT set (counted in its meta.json). Both are cached per run under
+    models/_teacher. Or a model reference (hub id / directory). Every run records how literal its teacher is
+    (teacher_literalness.json, sample_literalness.json; leakaudit.literalness)."""
+    prep: Checked[TeacherPrepConfig] = field(default_factory=TeacherPrepConfig)
+    """shadow_models.TeacherPrepConfig, used when kind is 'prepared' or 'restated'. Its seed: null = derived by
+    the study from the master `seed`; an int is used as is."""
+
+    def __post_init__(self) -> None:
+        if not self.kind.strip():
+            raise ConfigError("teacher.kind: must be 'self', 'prepared', 'restated' or a model reference, got ''")
+
+    @property
+    def prepared(self) -> bool:
+        """True when the run prepares its own teacher (kind 'prepared' or 'restated')."""
+        return self.kind in PREPARED_TEACHERS
+
+    @property
+    def sft_target(self) -> str | None:
+        """What a prepared teacher is fine-tuned to write (shadow_models.teacher_prep.SFT_TARGETS), else None."""
+        return PREPARED_TEACHERS.get(self.kind)

@@ -9,8 +9,8 @@ import pytest
 
 import attacks
 from attacks import AttackContractError, AttackInputs, NoParams, get_attack, list_attacks, register, run_attack
+from attacks.errors import AttackConfigError, AttackInputError
 from attacks.leaky import LeakyParams
-from leakaudit.errors import ConfigError, InputError
 
 A = np.array
 
@@ -42,13 +42,13 @@ def test_params_as_dict_or_dataclass_agree_and_unknown_keys_fail():
     x = _fresh()
     np.testing.assert_array_equal(run_attack("leaky", x, {"slope": 0.0}),
                                   run_attack("leaky", x, LeakyParams(slope=0.0)))
-    with pytest.raises(ConfigError, match="unknown parameter"):
+    with pytest.raises(AttackConfigError, match="unknown parameter"):
         run_attack("leaky", x, {"slop": 0.0})
-    with pytest.raises(ConfigError, match="unknown parameter"):
+    with pytest.raises(AttackConfigError, match="unknown parameter"):
         run_attack("loss", x, {"k": 0.2})
-    with pytest.raises(ConfigError, match="params must be"):
+    with pytest.raises(AttackConfigError, match="params must be"):
         run_attack("leaky", x, [0.1])
-    with pytest.raises(ConfigError, match="unknown attack 'nope'"):
+    with pytest.raises(AttackConfigError, match="unknown attack 'nope'"):
         run_attack("nope", x)
 
 
@@ -67,7 +67,7 @@ def test_params_as_dict_or_dataclass_agree_and_unknown_keys_fail():
     ("blind_text", {"C": 0.0}), ("blind_text", {"seed": -1}),
 ])
 def test_param_range_checks_raise_config_error(name, params):
-    with pytest.raises(ConfigError):
+    with pytest.raises(AttackConfigError):
         get_attack(name).make_params(params)
 
 
@@ -167,27 +167,27 @@ def test_an_attack_sees_only_the_fields_it_declares():
 
 
 def test_register_refuses_member_low_attacks_bad_family_needs_and_duplicates():
-    with pytest.raises(ConfigError, match="higher = more likely member"):
+    with pytest.raises(AttackConfigError, match="higher = more likely member"):
         register("_x", NoParams, needs=(), family="fixed", description="", higher_is_member=False)
-    with pytest.raises(ConfigError, match="family"):
+    with pytest.raises(AttackConfigError, match="family"):
         register("_x", NoParams, needs=(), family="other", description="")
-    with pytest.raises(ConfigError, match="unknown AttackInputs field"):
+    with pytest.raises(AttackConfigError, match="unknown AttackInputs field"):
         register("_x", NoParams, needs=("fixed_targets",), family="fixed", description="")
-    with pytest.raises(ConfigError, match="already registered"):
+    with pytest.raises(AttackConfigError, match="already registered"):
         register("loss", NoParams, needs=(), family="fixed", description="")(lambda i, p: None)
     assert get_attack("loss").description.startswith("mean log p_target")
 
 
 def test_missing_needs_name_the_field():
     x = AttackInputs(record_ids=["a"], fixed_target=[A([-1.0])])
-    with pytest.raises(InputError, match="fresh_target"):
+    with pytest.raises(AttackInputError, match="fresh_target"):
         run_attack("leaky", x)
-    with pytest.raises(InputError, match="texts"):
+    with pytest.raises(AttackInputError, match="texts"):
         run_attack("zlib", x)
-    with pytest.raises(InputError, match="population_target"):
+    with pytest.raises(AttackInputError, match="population_target"):
         run_attack("rmia", AttackInputs(record_ids=["a"], fixed_target=[A([-1.0])], fixed_refs=[A([[-1.0]])],
                                         fixed_ref_in=[A([False])]))
-    with pytest.raises(InputError, match="fixed_ref_cols"):
+    with pytest.raises(AttackInputError, match="fixed_ref_cols"):
         run_attack("rmia", AttackInputs(record_ids=["a"], fixed_target=[A([-1.0])], fixed_refs=[A([[-1.0]])],
                                         fixed_ref_in=[A([False])], population_target=A([-1.0]),
                                         population_refs=A([[-1.0]])))
@@ -207,7 +207,7 @@ def test_missing_needs_name_the_field():
     (dict(fresh_target=[[A([-1, -2])], [A([-1.0])]]), "record a.*float array"),
 ])
 def test_validate_fresh_names_record_and_field(kw, match):
-    with pytest.raises(InputError, match=match):
+    with pytest.raises(AttackInputError, match=match):
         run_attack("leaky" if "fresh_base" not in kw else "fresh_gap_base", _fresh(**kw))
 
 
@@ -232,17 +232,17 @@ def test_validate_fixed_names_record_and_field(kw, match):
                 fixed_ref_in=[A([True]), A([False])], fixed_ref_cols=[A([0]), A([0])],
                 population_target=A([-1.0]), population_refs=A([[-1.0]]))
     base.update(kw)
-    with pytest.raises(InputError, match=match):
+    with pytest.raises(AttackInputError, match=match):
         run_attack("rmia", AttackInputs(**base), {"offline": True})
 
 
 def test_validate_sigma_and_labels():
     x = AttackInputs(record_ids=["a"], fixed_target=[A([-1.0])], fixed_target_mu=[A([-1.0])],
                      fixed_target_sigma=[A([-0.5])])
-    with pytest.raises(InputError, match="record a.*negative"):
+    with pytest.raises(AttackInputError, match="record a.*negative"):
         run_attack("min_k_plus_plus", x)
     y = AttackInputs(record_ids=["a", "b"], texts=["x", "y"], labels=A([0, 2]))
-    with pytest.raises(InputError, match="labels"):
+    with pytest.raises(AttackInputError, match="labels"):
         run_attack("blind_text", y)
 
 
@@ -253,17 +253,17 @@ def test_missing_reference_kind_is_an_input_error_not_nan():
                      fixed_ref_in=[A([True, False]), A([False, False])], fixed_ref_cols=[A([0, 1]), A([0, 1])],
                      population_target=A([-1.0]), population_refs=A([[-1.0, -1.0]]))
     for name in ("lira_online", "rmia"):
-        with pytest.raises(InputError, match="record b.*at least one IN"):
+        with pytest.raises(AttackInputError, match="record b.*at least one IN"):
             run_attack(name, x)
     assert np.isfinite(run_attack("lira_offline", x)).all()
     assert np.isfinite(run_attack("rmia", x, {"offline": True})).all()
     x.fixed_ref_in = [A([True, True]), A([False, False])]
     for name in ("lira_offline", "ref_ratio_refs"):
-        with pytest.raises(InputError, match="record a.*at least one OUT"):
+        with pytest.raises(AttackInputError, match="record a.*at least one OUT"):
             run_attack(name, x)
 
 
 def test_blind_text_needs_enough_of_each_class():
     x = AttackInputs(record_ids=list("abcd"), texts=["a b"] * 4, labels=A([1, 0, 0, 0]))
-    with pytest.raises(InputError, match="1 members, 3 non-members"):
+    with pytest.raises(AttackInputError, match="1 members, 3 non-members"):
         run_attack("blind_text", x, {"n_splits": 2})

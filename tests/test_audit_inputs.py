@@ -127,7 +127,7 @@ def test_an_audit_prepares_from_a_hub_layout_folder_and_a_csv(tmp_path, tiny_mod
     req = AuditRequest(target=str(tiny_model_dir), candidates=Path(f"hf:{tmp_path / 'hub'}@train"),
                        population=tmp_path / "pop.csv", base_model=str(tiny_model_dir), out=out,
                        prompt_column="question", privileged_column="solution", id_column="id", domain="math",
-                       n_train_references=2)
+                       n_references=2)
     study = Study(audit_config(req), log=lambda m: None, progress=False)
     study.prepare()
     plan = study.plan()

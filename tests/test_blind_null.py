@@ -186,11 +186,11 @@ def test_chance_texts_show_the_null_without_a_warning(chance_run):
 
 
 def test_cli_prints_the_warning_under_the_headline(separating_run, chance_run, capsys):
-    from leakaudit.cli import _print_headline
+    from leakaudit.cli_summary import print_headline
 
-    _print_headline(separating_run)
+    print_headline(separating_run)
     assert "WARNING: " + WARNING_TEXT in capsys.readouterr().out
-    _print_headline(chance_run)
+    print_headline(chance_run)
     out = capsys.readouterr().out
     assert "WARNING" not in out and "permutation null 95%" in out
 

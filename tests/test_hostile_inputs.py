@@ -49,7 +49,7 @@ def _audit_study(tmp: Path, tiny_model_dir: str, target: str, out: Path, *, log=
 
     cands, pop = _audit_files(tmp)
     req = AuditRequest(target=target, candidates=cands, population=pop, base_model=tiny_model_dir, out=out,
-                       n_train_references=2, **request)
+                       n_references=2, **request)
     return Study(audit_config(req), force=req.force, progress=False, log=log)  # as `leakaudit audit` makes it
 
 

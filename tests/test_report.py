@@ -141,10 +141,10 @@ def test_run_headline_reads_the_report_and_else_computes(built, tmp_path):
 
 
 def test_cli_prints_the_mean_per_target_headline_with_paired_differences(built, capsys):
-    from leakaudit.cli import _print_headline
+    from leakaudit.cli_summary import print_headline
 
     root, _ = built
-    _print_headline(root)
+    print_headline(root)
     out = capsys.readouterr().out
     row = next(r for r in json.loads((root / "metrics.json").read_text())["headline"]
                if r["domain"] == "all" and r["method"] == "best OUT-only baseline")

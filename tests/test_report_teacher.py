@@ -81,9 +81,9 @@ def test_metrics_json_carries_the_teacher_and_the_literalness_summary(measured):
 
 
 def test_cli_prints_teacher_and_literalness_under_the_blind_check(measured, capsys):
-    from leakaudit.cli import _print_headline
+    from leakaudit.cli_summary import print_headline
 
-    _print_headline(measured)
+    print_headline(measured)
     out = capsys.readouterr().out
     blind = out.index("Blind text baseline")
     teacher = out.index("Teacher: restated (non-copying")
@@ -107,9 +107,9 @@ def test_a_run_made_before_the_measurements_says_not_measured_and_still_names_it
     meta = json.loads((root / "metrics.json").read_text())
     assert meta["literalness"] == {"measured": {"teacher": False, "samples": False}, "teacher": None,
                                    "samples": None}
-    from leakaudit.cli import _print_headline
+    from leakaudit.cli_summary import print_headline
 
-    _print_headline(root)
+    print_headline(root)
     out = capsys.readouterr().out
     assert "Teacher: prepared (copying" in out and "Literalness: not measured in this run." in out
 

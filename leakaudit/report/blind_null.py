@@ -71,6 +71,7 @@ def blind_text_null(scores: pd.DataFrame, texts: dict[str, str] | None, *, n_per
 
 def _one_label(rows: pd.DataFrame, texts: dict[str, str] | None, *, n_perm: int, seed: int) -> pd.DataFrame:
     from attacks import AttackInputs, run_attack
+    from leakaudit.attack_errors import user_errors_from_attacks
 
     rows = rows.assign(is_member=rows["is_member"].astype(bool))
     targets = {key: g for key, g in rows.groupby(["domain", "target"], sort=True)}   # row order kept within each
@@ -97,7 +98,8 @@ def _one_label(rows: pd.DataFrame, texts: dict[str, str] | None, *, n_perm: int,
 
     def fit(key, y: np.ndarray) -> np.ndarray:
         inputs = AttackInputs(record_ids=rids[key], texts=[texts[r] for r in rids[key]], labels=y)
-        return run_attack(BLIND_ATTACK, inputs, params[key])
+        with user_errors_from_attacks():
+            return run_attack(BLIND_ATTACK, inputs, params[key])
 
     keys = list(targets)
     levels = ([("target", k[0], k[1]) for k in keys] + [("domain", d, POOLED) for d in domains]

@@ -42,6 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from leakaudit.audit_options import flag_for
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.io import read_json, write_json
 from leakaudit.signals.api_client import ApiClient, ApiError
@@ -80,7 +81,8 @@ class ApiOptions:
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, str) or not self.model.strip():
-            raise ConfigError("--target-model: the served model's name is required for an API target")
+            raise ConfigError(f"{flag_for('audit.target_model')}: the served model's name is required for an API "
+                              "target")
 
 
 def api_client(base_url: str, opts: ApiOptions) -> ApiClient:
@@ -138,7 +140,7 @@ class ApiBackend:
             data = listed.get("data") if isinstance(listed, dict) else None
             served = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
         if served and self.opts.model not in served:
-            raise ConfigError(f"--target-model {self.opts.model!r}: the server serves {served}")
+            raise ConfigError(f"{flag_for('audit.target_model')} {self.opts.model!r}: the server serves {served}")
         prompt = list(self.tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"])
         body = sample_body(self.opts.model, prompt, n=2, seed=1234, max_tokens=4)
         first = self.client.post("/completions", body)

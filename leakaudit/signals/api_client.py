@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 
 import requests
 
+from leakaudit.audit_options import flag_for
 from leakaudit.errors import ConfigError, LeakauditError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -41,17 +42,18 @@ class ApiError(LeakauditError):
 
 
 def check_base_url(url: str) -> str:
-    """The base URL without a trailing slash; ConfigError unless it is http(s)://HOST[:PORT][/path]."""
+    """The base URL without a trailing slash; ConfigError (naming audit.target) unless it is
+    http(s)://HOST[:PORT][/path]."""
     parsed = urlparse(url.strip()) if isinstance(url, str) else None
     if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ConfigError(f"--target {url!r}: an API target must be an http:// or https:// URL with a host, "
+        raise ConfigError(f"audit.target {url!r}: an API target must be an http:// or https:// URL with a host, "
                           "e.g. http://127.0.0.1:8000/v1")
     try:
         parsed.port  # noqa: B018 - raises ValueError on a non-numeric or out-of-range port
     except ValueError:
-        raise ConfigError(f"--target {url!r}: bad port") from None
+        raise ConfigError(f"audit.target {url!r}: bad port") from None
     if parsed.query or parsed.fragment:
-        raise ConfigError(f"--target {url!r}: an API base URL has no query or fragment")
+        raise ConfigError(f"audit.target {url!r}: an API base URL has no query or fragment")
     return url.strip().rstrip("/")
 
 
@@ -78,8 +80,9 @@ def read_api_key(env_name: str | None) -> str | None:
         return None
     value = os.environ.get(env_name, "")
     if not value.strip():
-        raise ConfigError(f"--api-key-env {env_name}: environment variable {env_name} is not set (or empty); "
-                          "export the key there, or pass --api-key-env '' for a server without a key")
+        flag = flag_for("audit.api_key_env")
+        raise ConfigError(f"{flag} {env_name}: environment variable {env_name} is not set (or empty); "
+                          f"export the key there, or pass {flag} '' for a server without a key")
     return value.strip()
 
 

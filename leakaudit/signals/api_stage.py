@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from leakaudit.audit_options import flag_for
 from leakaudit.errors import ConfigError
 from leakaudit.io import read_json, write_json
 from leakaudit.signals.api_backend import ApiBackend, ApiOptions
@@ -64,8 +65,8 @@ def probe_api_target(audit: Any, tokenizer: Any) -> None:
     try:
         completion_logprobs(choices(answer)[0])
     except ResponseError as e:
-        raise ConfigError(f"--target {audit.target}: the server's answer has no usable sampled log-probs ({e}); "
-                          "an audit of an API target needs them") from None
+        raise ConfigError(f"{flag_for('audit.target')} {audit.target}: the server's answer has no usable sampled "
+                          f"log-probs ({e}); an audit of an API target needs them") from None
 
 
 @contextlib.contextmanager

@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from pydantic import ConfigDict
 
+from leakaudit.config_section import FORBID
 from leakaudit.errors import ConfigError
 
 
@@ -20,7 +20,7 @@ from leakaudit.errors import ConfigError
 class SamplingConfig:
     """How fresh trajectories are drawn from a target student."""
 
-    __pydantic_config__ = ConfigDict(extra="forbid")  # not a field: leakaudit.config validates study configs with it
+    __pydantic_config__ = FORBID  # not a field: leakaudit.config validates study configs with it
 
     n_per_record: int = 4
     """Trajectories per prompt (>= 1)."""
