@@ -55,6 +55,15 @@ def read_json(path: str | os.PathLike) -> Any:
         return json.load(f)
 
 
+def read_json_or_none(path: str | os.PathLike) -> Any:
+    """read_json(path); None when there is no such file or it is not readable JSON (an optional input)."""
+    path = Path(path)
+    try:
+        return read_json(path) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def read_parquet(path: str | os.PathLike, *, columns: list[str] | None = None, what: str = "parquet file"):
     """pd.read_parquet(path, columns=columns); a corrupt or unreadable file (pyarrow's errors, OSError) is an
     InputError naming it ('is not a readable <what> (<pyarrow's message>)') rather than a traceback."""

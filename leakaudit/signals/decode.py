@@ -85,7 +85,8 @@ def cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in _forward_params(model) else "past_key_values"
 
 
-def _cache_of(out: Any) -> Any:
+def cache_of(out: Any) -> Any:
+    """The KV cache of a transformers model output (`cache` in transformers >= 5, `past_key_values` before)."""
     try:
         return out.cache
     except AttributeError:
@@ -143,7 +144,7 @@ def decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
         pre["logits_to_keep"] = torch.tensor([width - 1], dtype=torch.long, device=dev)
     out = model(input_ids=input_ids, attention_mask=mask if cache == "dynamic" else full, position_ids=p_pos,
                 use_cache=True, **pre)
-    kv = _cache_of(out)
+    kv = cache_of(out)
     logits = out.logits[:, -1].to(dtype=torch.float32, copy=True)
     del out
     pos = p_pos[:, -1:]  # [G, 1] each row's last position
@@ -168,7 +169,7 @@ def decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
             step_mask = mask
         out = model(input_ids=tokens.unsqueeze(1), attention_mask=step_mask, position_ids=pos, use_cache=True,
                     **{kw: kv}, **({"logits_to_keep": 1} if keep else {}))
-        kv = _cache_of(out)
+        kv = cache_of(out)
         logits = out.logits[:, -1].to(dtype=torch.float32, copy=True)
         del out
     return torch.stack(steps, dim=1)

