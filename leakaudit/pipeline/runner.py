@@ -1,4 +1,4 @@
-"""The runner: a design's run through the stages records → plan → teacher → students → signals → attacks → report.
+"""The runner: a design run through the stages records → plan → teacher → students → signals → attacks → report.
 
 Order of work: `prepare()` loads and checks the whole config and every input in memory (the design's records and
 plan, token budgets, model references, the state of an existing run directory) and writes nothing; only then is the
