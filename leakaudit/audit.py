@@ -1,10 +1,11 @@
-"""`leakaudit audit`: the auditor's question about one deployed student, run as a study.
+"""`leakaudit audit`: the auditor's question about one deployed student, as a config the pipeline runs.
 
 The auditor holds a deployed student (the target), candidate records (was each one in its teacher's
-privileged data?), and population records from the same distribution known to be outside it. An audit is a
-study (leakaudit.study.Study) whose config has an `audit` section: the target is given, and the plan is the
-`disjoint` design, whose references are either given (students trained without any candidate) or trained here
-on population records with the study's OPD recipe. Same stages, same assembler, same resume checks: an audit
+privileged data?), and population records from the same distribution known to be outside it. An audit's config
+has an `audit` section (`audit_config`: the request, the recipe, the attacks in their offline forms); the pipeline
+runs it with the disjoint design (leakaudit.pipeline.audit_design): the target is given, and the references are
+either given (students trained without any candidate) or trained here on population records with the study's OPD
+recipe (`reference_sizes`, `reference_recipe`). Same stages, same assembler, same resume checks: an audit
 directory that holds another target, other candidates or another recipe is refused (config hash, records
 hash, model digests), never silently reused.
 
@@ -195,14 +196,14 @@ def default_null_size(n_population: int) -> int:
 def split_null_sample(population: list[str], null_size: int, seed: int, domain: str) -> tuple[list[str], list[str]]:
     """(null sample, the rest for the references) from the population ids: a seeded draw of `null_size` records
     (0 = default_null_size). ConfigError naming --null-size when fewer than MIN_REFERENCE_RECORDS would remain."""
-    from leakaudit.membership import _shuffled
+    from leakaudit.membership import shuffled
 
     n = null_size or default_null_size(len(population))
     if n < 1 or len(population) - n < MIN_REFERENCE_RECORDS:
         raise ConfigError(f"--null-size: the population has {len(population)} records; a null sample of {n} leaves "
                           f"fewer than {MIN_REFERENCE_RECORDS} for the references (give a larger --population, a "
                           "smaller --null-size, or a separate --null-sample file)")
-    chosen = set(_shuffled(sorted(population), seed, f"null sample {domain}")[:n])
+    chosen = set(shuffled(sorted(population), seed, f"null sample {domain}")[:n])
     return [r for r in population if r in chosen], [r for r in population if r not in chosen]
 
 
@@ -218,6 +219,19 @@ def null_source_words(cfg: StudyConfig, n_null: int, n_population: int) -> str:
 
 
 # ---- the references' recipe -----------------------------------------------------------------------------------
+HELD_OUT_FRACTION = 4
+"""An audit that trains its references holds out 1/4 of the population from all of them: RMIA compares each
+candidate against population records that no reference (and not the target) trained on."""
+
+
+def reference_sizes(audit: AuditConfig, n_population: int) -> tuple[int, int]:
+    """(population records no reference trains on, population records each trained reference trains on), from
+    the population left once the null sample is split off: given references hold out nothing; trained ones hold out
+    1/HELD_OUT_FRACTION (at least 1) and train on audit.records_per_reference records each (0: half the rest)."""
+    held_out = 0 if audit.references else max(1, n_population // HELD_OUT_FRACTION)
+    return held_out, audit.records_per_reference or max(1, (n_population - held_out) // 2)
+
+
 def recipe_sources(req: AuditRequest) -> dict[str, str]:
     """Where each part of the references' recipe came from: '--teacher', '--set <key>', '--config <path>',
     'preset <name>' or 'audit default (teacher.kind=self)'. Keys: teacher, and the training keys of

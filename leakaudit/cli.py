@@ -1,8 +1,8 @@
 """The `leakaudit` command line. Every command only calls library stages; errors in user input exit with 2.
 
     leakaudit records --source champ --limit 20
-    leakaudit plan --records runs/x/records.jsonl --out runs/x
-    leakaudit train --plan runs/default --model-id code-s0 | --all
+    leakaudit plan --records recs.jsonl --out runs/x [--preset tiny] [--set key=value ...]
+    leakaudit train --plan runs/x --model-id math-s0 | --all
     leakaudit attacks
     leakaudit run-study [--config study.yaml] [--preset default] [--set key=value ...] [--force STAGE]
     leakaudit audit --target DIR_OR_HUB_ID --candidates FILE --population FILE [--references DIR ...]
@@ -102,90 +102,65 @@ def records(
 
 @app.command()
 def plan(
-    records_file: Path = typer.Option(..., "--records", help="Candidate + population records (JSONL)."),
-    out: Path = typer.Option(..., help="Directory for membership.parquet and plan.json."),
-    design: str = typer.Option("keep_matrix", help="keep_matrix (studies) or disjoint (audits)."),
-    n_students: int = typer.Option(4, help="keep_matrix: students per domain (even)."),
-    n_candidates: int = typer.Option(16, help="Candidates per domain (keep_matrix: even, >= 4)."),
-    n_population: int = typer.Option(16, help="Population records per domain (never trained by students)."),
-    n_references: int = typer.Option(4, help="disjoint: reference students."),
-    records_per_reference: int = typer.Option(8, help="disjoint: population records per reference."),
-    null_student: bool = typer.Option(True, help="keep_matrix: add a null student per domain."),
-    n_null_students: int = typer.Option(1, help="keep_matrix: null students per domain (each another draw of "
-                                                "labels for the null check)."),
-    keep_design: str = typer.Option("lira", help="keep_matrix: 'lira' (random halves) or 'balanced_subsets'."),
-    seed: int = typer.Option(0),
+    records_file: List[Path] = typer.Option(..., "--records", help="Records of one domain (JSONL, CSV, parquet): "
+                                                                  "the domain's pool. Repeatable, one file per "
+                                                                  "domain."),
+    out: Path = typer.Option(..., help="The run directory (study.yaml, records.jsonl, membership.parquet, "
+                                       "plan.json): `leakaudit train --plan OUT` trains its models."),
+    config: Optional[Path] = typer.Option(None, help="Study YAML the rest of the run's config comes from."),
+    preset: Optional[str] = typer.Option(None, help=f"A shipped preset: {' | '.join(_preset_names())}."),
+    set_: List[str] = typer.Option([], "--set", help="Override: dotted.key=value (YAML value). Repeatable."),
+    n_students: Optional[int] = typer.Option(None, help="plan.n_students: students per domain (even, >= 4)."),
+    n_candidates: Optional[int] = typer.Option(None, help="data.n_candidates: candidates per domain (even, >= 4)."),
+    n_population: Optional[int] = typer.Option(None, help="data.n_population: population records per domain."),
+    null_student: Optional[bool] = typer.Option(None, help="plan.null_student: a null student per domain."),
+    n_null_students: Optional[int] = typer.Option(None, help="plan.n_null_students: null students per domain "
+                                                             "(each another draw of labels for the null check)."),
+    keep_design: Optional[str] = typer.Option(None, help="plan.keep_design: 'lira' (random halves) or "
+                                                         "'balanced_subsets'."),
+    seed: Optional[int] = typer.Option(None, help="The master seed."),
 ) -> None:
-    """Write a seeded membership plan."""
-    from leakaudit.data.records import read_jsonl
-    from leakaudit.membership import check_n_candidates, disjoint_plan, keep_matrix_plan, split_pool
+    """Write a seeded membership plan: run-study's records and plan stages on your records files (the same plan
+    builder, the same checks), stopping after the plan. The run directory it writes is where `leakaudit train`
+    starts; `leakaudit run-study --out OUT` with the same config goes on from it."""
+    from leakaudit.membership import check_n_candidates
 
-    if design == "keep_matrix":  # the rule run-study applies to data.n_candidates
-        check_n_candidates(n_candidates, field="--n-candidates (keep_matrix design)")
-    if n_candidates < 1:
-        raise typer.BadParameter(f"must be >= 1, got {n_candidates}", param_hint="'--n-candidates'")
-    recs = read_jsonl(records_file)
-    pools: dict[str, list[str]] = {}
-    for r in recs:
-        pools.setdefault(r.domain, []).append(r.record_id)
-    if design == "keep_matrix":
-        p = keep_matrix_plan(pools, n_students=n_students, n_candidates=n_candidates, n_population=n_population,
-                             seed=seed, null_student=null_student, n_null_students=n_null_students,
-                             keep_design=keep_design)
-    elif design == "disjoint":
-        if len(pools) != 1:
-            raise typer.BadParameter("disjoint design takes records of one domain")
-        (domain, ids), = pools.items()
-        cand, popn = split_pool(ids, n_candidates, n_population, seed, salt=domain)
-        p = disjoint_plan(cand, popn, domain=domain, n_references=n_references,
-                          records_per_reference=records_per_reference, seed=seed)
-    else:
-        raise typer.BadParameter(f"unknown design {design!r}")
-    p.save(out)
-    typer.echo(f"plan ({design}, seed {seed}): {len(p.models)} models, "
-               f"{sum(map(len, p.candidates.values()))} candidates -> {out}")
-
-
-@app.command()
-def train(
-    plan_dir: Path = typer.Option(..., "--plan", help="A run directory (study.yaml, records.jsonl, plan)."),
-    model_id: Optional[str] = typer.Option(None, help="Train this student."),
-    all_models: bool = typer.Option(False, "--all", help="Train every student of the plan in turn."),
-) -> None:
-    """Train one student (or all) of a run's membership plan. --all runs them on the run's executor
-    (execution.backend in study.yaml: local, or Ray tasks); with local it also prints one-job-per-student lines."""
+    if n_candidates is not None:  # the rule run-study applies to data.n_candidates, named by this flag
+        check_n_candidates(n_candidates, field="--n-candidates")
+    overrides = [*set_, *_plan_overrides(records_file)]
+    for key, value in (("plan.n_students", n_students), ("data.n_candidates", n_candidates),
+                       ("data.n_population", n_population), ("plan.null_student", null_student),
+                       ("plan.n_null_students", n_null_students), ("plan.keep_design", keep_design),
+                       ("seed", seed)):
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")
+    overrides += [f"out_root={json.dumps(str(out.parent))}", f"name={json.dumps(out.name)}"]
     from leakaudit.config import load_config
     from leakaudit.study import Study
 
-    cfg = load_config(plan_dir / "study.yaml") if (plan_dir / "study.yaml").is_file() else None
-    if cfg is None:
-        raise LeakauditError(f"{plan_dir}: no study.yaml (create the run with `leakaudit run-study` first)")
-    cfg.out_root, cfg.name = str(plan_dir.parent), plan_dir.name
-    study = Study(cfg)
-    study.check_before_training()
+    cfg = load_config(config, preset=preset, overrides=overrides)
+    study = Study(cfg, log=lambda m: typer.echo(m, err=True))
+    study.run_all(until="plan")
     p = study.plan()
-    if all_models:
-        ids = list(p.models)
-        if cfg.execution.backend == "local":
-            typer.echo("# To fan out on a cluster: execution.backend: ray in study.yaml (docs/ray.md), or one job "
-                       "per student (e.g. a job array over these lines):")
-            for m in ids:
-                typer.echo(f"#   accelerate launch -m leakaudit.cli train --plan {plan_dir} --model-id {m}")
-        from leakaudit.locks import run_exclusively
+    typer.echo(f"plan ({p.design}, seed {p.seed}): {len(p.models)} models, "
+               f"{sum(map(len, p.candidates.values()))} candidates -> {out}")
 
-        with run_exclusively(plan_dir):  # --model-id jobs may run side by side; --all is the whole stage
-            try:
-                study.stage_teacher()
-                study.stage_students()
-            finally:
-                study.close()
-    elif model_id:
-        if model_id not in p.models:
-            raise LeakauditError(f"{plan_dir}: model_id '{model_id}' is not in the plan ({sorted(p.models)})")
-        study.stage_teacher()
-        study.train_one(model_id)
-    else:
-        raise typer.BadParameter("give --model-id or --all")
+
+def _plan_overrides(files: List[Path]) -> list[str]:
+    """`data.domains=...`: one domain per --records file, named after its records' domain (read here, so a file
+    of two domains is refused naming both; records are never relabelled)."""
+    from leakaudit.data.sources import load_source
+
+    domains: dict[str, dict] = {}
+    for path in files:
+        found = sorted({r.domain for r in load_source("file", path=str(path))})
+        if len(found) != 1:
+            raise InputError(f"holds records of domains {found}; give one --records file per domain", path=str(path))
+        if found[0] in domains:
+            raise InputError(f"domain '{found[0]}' is also in {domains[found[0]]['options']['path']}; give one "
+                             "--records file per domain", path=str(path))
+        domains[found[0]] = {"source": "file", "options": {"path": str(Path(path).resolve())}}
+    return [f"data.domains={json.dumps(domains)}"]
 
 
 @app.command("attacks")
@@ -322,7 +297,8 @@ def audit(
     """Score each candidate record for membership in a deployed student's teacher data (an audit is a study
     with the target given and references that never saw a candidate; rerunning resumes it)."""
     from leakaudit.audit import AuditRequest, audit_config, recipe_sources
-    from leakaudit.study import Study
+    from leakaudit.pipeline.audit_design import DisjointAuditDesign
+    from leakaudit.pipeline.runner import Runner
 
     req = AuditRequest(target=target, candidates=candidates, population=population, background=background,
                        references=list(references), n_references=n_references, base_model=base_model, out=out,
@@ -331,9 +307,9 @@ def audit(
                        api_timeout_s=api_timeout_s, api_max_retries=api_max_retries, force=list(force),
                        null_sample=null_sample, null_size=null_size, fdr=fdr, fpr=fpr, prompt_column=prompt_column,
                        privileged_column=privileged_column, id_column=id_column, domain=domain)
-    # an audit is the study pipeline run on the audit's design (leakaudit.audit.audit_config)
-    study = Study(audit_config(req), force=req.force, log=lambda m: typer.echo(m, err=True), redact=req.redact,
-                  recipe_sources=recipe_sources(req))
+    # the request as a config (leakaudit.audit), run by the pipeline with the audit's design
+    study = Runner(audit_config(req), DisjointAuditDesign(recipe_sources(req)), force=req.force,
+                   log=lambda m: typer.echo(m, err=True), redact=req.redact)
     if dry_run:
         from leakaudit.cost import dry_run as plan_cost
 

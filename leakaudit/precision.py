@@ -13,8 +13,8 @@ bf16 autocast where bf16 is native on the training device and fp32 elsewhere; tr
 The resolution changes the arithmetic, so a study resolves it once, before anything is hashed
 (`resolve_study_precision`): the run's study.yaml then says true or false, its config hash differs between a
 native and an emulating machine, and a run started on one is not silently continued in another precision on the
-other (Study._check_run_dir_config names the key). The trainers resolve 'auto' themselves too (a direct
-shadow_models call), on the device accelerate gives them.
+other (leakaudit.pipeline.checks.check_run_dir_config names the key). The trainers resolve 'auto' themselves too
+(a direct shadow_models call), on the device accelerate gives them.
 """
 
 from __future__ import annotations

@@ -63,14 +63,53 @@ def test_non_utf8_exits_2(tmp_path, capsys):
     assert not (tmp_path / "plan").exists()
 
 
-def test_plan_writes_a_reproducible_plan(tmp_path, capsys):
+def test_plan_writes_a_reproducible_plan(tmp_path, tiny_model_dir, capsys):
     src = tmp_path / "recs.jsonl"
     _write_jsonl(src, [{**GOOD, "prompt": f"What is {i}+2?", "privileged": f"{i}+2={i + 2}"} for i in range(12)])
     for name in ("a", "b"):
-        code, out, _ = _run(capsys, "plan", "--records", str(src), "--out", str(tmp_path / name), "--n-candidates",
-                            "8", "--n-population", "4", "--seed", "3")
-        assert code == 0 and "candidates" in out
+        code, out, err = _run(capsys, "plan", "--records", str(src), "--out", str(tmp_path / name), "--preset", "tiny",
+                              "--set", f"base_model={tiny_model_dir}", "--n-candidates", "8", "--n-population", "4",
+                              "--seed", "3")
+        assert code == 0 and "plan (keep_matrix, seed 3): 5 models, 8 candidates" in out, err
     assert (tmp_path / "a/membership.parquet").read_bytes() == (tmp_path / "b/membership.parquet").read_bytes()
+
+
+def test_plan_builds_run_studys_plan_and_train_starts_from_it(tmp_path, tiny_model_dir, capsys):
+    """`leakaudit plan` is run-study's records and plan stages (the same builder: the same plan.json as run-study's
+    on the same config), and the run directory it writes is where `leakaudit train` starts."""
+    from leakaudit.config import load_config
+    from leakaudit.data.sources import load_source
+    from leakaudit.membership import MembershipPlan
+    from leakaudit.study import Study
+
+    src = tmp_path / "champ.jsonl"
+    _write_jsonl(src, [r.to_dict() for r in load_source("champ", limit=12, seed=1)])
+    out = tmp_path / "runs" / "x"
+    code, stdout, err = _run(capsys, "plan", "--records", str(src), "--out", str(out), "--preset", "tiny",
+                             "--set", f"base_model={tiny_model_dir}", "--set", "training.max_new_tokens=4")
+    assert code == 0, err
+    assert "plan (keep_matrix, seed 0): 5 models, 4 candidates" in stdout
+    assert {"study.yaml", "records.jsonl", "membership.parquet", "plan.json"} <= {p.name for p in out.iterdir()}
+    # run-study's plan builder on the config plan wrote: the same plan
+    cfg = load_config(out / "study.yaml")
+    cfg.out_root, cfg.name = str(tmp_path / "again"), "x"
+    again = Study(cfg, progress=False, log=lambda m: None).run_all(until="plan")
+    assert MembershipPlan.load(again).equals(MembershipPlan.load(out))
+    assert (again / "plan.json").read_text() == (out / "plan.json").read_text()
+    # and `leakaudit train` trains a student of it
+    code, _, err = _run(capsys, "train", "--plan", str(out), "--model-id", "math-s1")
+    assert code == 0, err
+    meta = json.loads((out / "models" / "math-s1" / "meta.json").read_text())
+    assert (out / "models" / "math-s1" / "DONE").is_file()
+    assert sorted(meta["record_ids"]) == sorted(MembershipPlan.load(out).members("math-s1"))
+
+
+def test_plan_refuses_a_file_of_two_domains(tmp_path, capsys):
+    src = tmp_path / "recs.jsonl"
+    _write_jsonl(src, [GOOD, {**GOOD, "domain": "code"}])
+    code, _, err = _run(capsys, "plan", "--records", str(src), "--out", str(tmp_path / "plan"))
+    assert code == 2 and "['code', 'math']" in err and "one --records file per domain" in err
+    assert not (tmp_path / "plan").exists()
 
 
 def test_plan_refuses_fewer_than_four_students_as_run_study_does(tmp_path, capsys):

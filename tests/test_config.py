@@ -110,7 +110,7 @@ def test_offline_presets_fit_their_pools(preset, tmp_path):
     cfg = load_config(preset=preset, overrides=[f"out_root={tmp_path}"])
     study = Study(cfg, progress=False, log=lambda m: None)
     study.prepare()  # loads, filters and splits every source in memory (raises if a pool is too small)
-    study.stage_records()
+    study.run_stage("records")
     per_domain = cfg.data.n_candidates + cfg.data.n_population + cfg.data.n_background + cfg.data.n_reference_records
     assert len(read_jsonl(study.run.records)) == per_domain * len(cfg.data.domains)
     if cfg.data.n_teacher_records:

@@ -70,5 +70,20 @@ def _in_attacks(module: str) -> bool:
 def test_the_scan_sees_function_level_imports(tmp_path):
     # the detector itself: a function-level import is an edge (audit -> study was one, hidden in a function)
     g = import_graph()
-    assert g.has_edge("leakaudit.study", "leakaudit.scoring")  # `from leakaudit.scoring import attack_specs` in a method
+    # `from leakaudit.scoring import attack_specs` inside KeepMatrixDesign.check_config
+    assert g.has_edge("leakaudit.pipeline.study_design", "leakaudit.scoring")
     assert not g.has_edge("leakaudit.scoring", "leakaudit.audit") and not g.has_edge("leakaudit.audit", "leakaudit.study")
+
+
+def test_the_runner_and_the_stages_know_no_design_by_name():
+    """The runner runs a design it is handed; only leakaudit.study (and the CLI's audit command) pick one."""
+    g = import_graph()
+    designs = {m for m in g if m.startswith(("leakaudit.pipeline.study_design", "leakaudit.pipeline.audit_"))}
+    assert {"leakaudit.pipeline.study_design", "leakaudit.pipeline.audit_design"} <= designs
+    general = ("runner", "stages", "checks", "context", "design", "targets", "jobs", "teacher_stage", "training",
+               "signals_stage", "results")
+    for name in general:
+        reached = nx.descendants(g, f"leakaudit.pipeline.{name}")
+        assert not reached & designs, (name, reached & designs)
+    # nothing but the entry points reaches the entry module
+    assert set(g.predecessors("leakaudit.study")) <= {"leakaudit.cli"}

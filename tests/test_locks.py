@@ -115,14 +115,14 @@ def test_a_job_waits_for_the_job_preparing_the_runs_teacher(tmp_path, tiny_model
     first = Study(cfg, progress=False, log=lambda m: None)
     first.prepare()
     first._write_header()
-    first.stage_records()
-    first.stage_plan()
+    first.run_stage("records")
+    first.run_stage("plan")
     teacher = first.run.teacher
     teacher.parent.mkdir(parents=True, exist_ok=True)  # filelock 3.10.0 (the floor) does not create the directory
     other = FileLock(str(lock_path(teacher)))
     other.acquire()
     second = Study(cfg, progress=False, log=lambda m: None)
-    job = threading.Thread(target=second.stage_teacher)
+    job = threading.Thread(target=second.run_stage, args=("teacher",))
     try:
         job.start()
         time.sleep(1.0)

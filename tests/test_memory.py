@@ -41,19 +41,18 @@ def test_release_returns_freed_heap_pages_that_free_alone_keeps():
 
 
 def test_the_study_sets_the_allocator_policy_then_releases_memory_after_every_stage(monkeypatch, tmp_path):
-    from leakaudit import study as study_mod
+    from leakaudit.pipeline import runner as runner_mod
     from leakaudit.study import STAGES, Study
 
     events = []
-    monkeypatch.setattr(study_mod, "release_freed_memory", lambda: events.append("release"))
-    monkeypatch.setattr(study_mod, "set_allocator_policy", lambda policy: events.append(f"allocator {policy}"))
+    monkeypatch.setattr(runner_mod, "release_freed_memory", lambda: events.append("release"))
+    monkeypatch.setattr(runner_mod, "set_allocator_policy", lambda policy: events.append(f"allocator {policy}"))
     study = Study(load_config(preset="tiny", overrides=[f"out_root={tmp_path}", "execution.allocator=system"]),
                   log=lambda m: None)
     monkeypatch.setattr(Study, "prepare", lambda self: setattr(self, "_todo_from", 0))
     monkeypatch.setattr(Study, "_write_header", lambda self: None)
     monkeypatch.setattr(Study, "_mark", lambda self, stage: events.append(f"mark {stage}"))
-    for stage in STAGES:
-        monkeypatch.setattr(Study, f"stage_{stage}", lambda self, s=stage: events.append(s))
+    monkeypatch.setattr(Study, "stage_work", lambda self: {s: (lambda s=s: events.append(s)) for s in STAGES})
     study.run_all()
     # the driver's allocator policy (execution.allocator) before the first stage
     assert events == ["allocator system"] + [e for s in STAGES for e in (s, "release", f"mark {s}")]

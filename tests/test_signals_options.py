@@ -12,13 +12,14 @@ import torch
 from leakaudit.config import dump_config, load_config
 from leakaudit.errors import ConfigError
 from leakaudit.signals import SamplingConfig
+from leakaudit.pipeline.targets import open_model_backend
 from leakaudit.signals.hf_backend import HFBackend, HFOptions, bf16_copy
 from leakaudit.study import Study
 
 
 def _study_backend(cfg, model_dir):
-    """The backend Study.stage_signals opens for a model (Study._backend, the real call) with `cfg`."""
-    return Study._backend(SimpleNamespace(cfg=cfg, model_ref=lambda model_id: model_dir), "base")
+    """The backend the signals stage opens for a model (ModelTarget.open_backend's call) with `cfg`."""
+    return open_model_backend(cfg, model_dir)
 
 
 @pytest.mark.parametrize("overrides,want", [

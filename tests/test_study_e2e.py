@@ -153,9 +153,8 @@ def test_prepared_teacher_learns_from_population_and_teacher_only_records(tmp_pa
                "teacher.prep={epochs: 1, batch_size: 4}")
     study = Study(cfg, progress=False, log=lambda m: None)
     study.prepare()
-    study.stage_records()
-    study.stage_plan()
-    study.stage_teacher()
+    for stage in ("records", "plan", "teacher"):
+        study.run_stage(stage)
     teacher_ids = [r.record_id for r in read_jsonl(study.run.teacher_records)]
     plan = study.plan()
     candidates = set(plan.candidates["math"])
@@ -176,9 +175,8 @@ def test_background_set_is_shared_by_every_student_and_disjoint_from_every_other
     cfg = _cfg(tmp_path, tiny_model_dir, "data.n_background=6", "data.n_teacher_records=5")
     study = Study(cfg, progress=False, log=lambda m: None)
     study.prepare()
-    study.stage_records()
-    study.stage_plan()
-    study.stage_students()
+    for stage in ("records", "plan", "students"):
+        study.run_stage(stage)
     plan = study.plan()
     background = set(plan.background["math"])
     candidates, population = set(plan.candidates["math"]), set(plan.population["math"])
@@ -365,7 +363,10 @@ def test_a_hash_of_digits_only_still_resumes(tmp_path, tiny_model_dir, monkeypat
     cfg = _cfg(tmp_path, tiny_model_dir)
     cfg.run_dir.mkdir(parents=True)
     cfg.run_dir.joinpath("study.yaml").write_text("name: e2e\n_meta:\n  config_hash: 851416157360\n")
-    Study(cfg, progress=False, log=lambda m: None)._check_run_dir_config()
+    from leakaudit.pipeline.checks import check_run_dir_config
+
+    study = Study(cfg, progress=False, log=lambda m: None)
+    check_run_dir_config(study.run, study.cfg, forced_all=False)
 
 
 def _file_study(tmp_path, tiny_model_dir, rows, *extra):
@@ -514,7 +515,7 @@ def test_a_resumed_run_refuses_a_plan_rebuilt_otherwise_than_it_saved(tmp_path, 
     """The plan stage's mark covers the config and earlier outputs, not the plan code: before, a change in how the
     plan is drawn (here: another seed inside keep_matrix) resumed silently, students training on the new plan while
     the report read the saved one."""
-    import leakaudit.study as study_mod
+    import leakaudit.pipeline.study_design as study_mod
     from leakaudit.errors import InputError
 
     root = Study(_cfg(tmp_path, tiny_model_dir), progress=False, log=lambda m: None).run_all(until="plan")
@@ -577,14 +578,16 @@ def test_a_score_job_cut_between_two_files_is_redone_over_all_its_targets(finish
     for t in targets:  # killed before the stage marked any target done
         (study.run.fresh(t) / "DONE").unlink()
     calls = {}
-    real = Study.score_one
+    from leakaudit.pipeline import signals_stage
 
-    def spy(self, model_id, fixed, fresh):
+    real = signals_stage.score_one
+
+    def spy(ctx, model_id, fixed, fresh):
         calls[model_id] = [t for t, _ in fresh]
-        return real(self, model_id, fixed, fresh)
+        return real(ctx, model_id, fixed, fresh)
 
-    monkeypatch.setattr(Study, "score_one", spy)
-    study.stage_signals()
+    monkeypatch.setattr(signals_stage, "score_one", spy)  # what the score jobs call (leakaudit.pipeline.jobs)
+    study.run_stage("signals")
     assert calls == {model: scored}
     assert lost.read_bytes() == want
     assert all((study.run.fresh(t) / "DONE").is_file() for t in targets)
