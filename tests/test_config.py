@@ -59,11 +59,11 @@ def test_file_overrides_preset(tmp_path):
 
 
 def test_default_preset_is_the_measured_sweep_point():
-    """README's default-study table comes from bench/sweep_signal.py's regime_code_prepared run (on top of preset
+    """README's default-study table comes from experiments/sweep_signal.py's regime_code_prepared run (on top of preset
     quick): the default preset must resolve to exactly that config, name aside."""
-    from conftest import bench_script
+    from conftest import experiment_script
 
-    sweep = bench_script("sweep_signal")
+    sweep = experiment_script("sweep_signal")
     measured = load_config(preset="quick", overrides=[*sweep.POINTS["regime_code_prepared"], "name=default"])
     default = load_config(preset="default")
     assert default.hash() == measured.hash()
@@ -76,11 +76,11 @@ def test_default_preset_is_the_measured_sweep_point():
 
 
 def test_every_sweep_point_is_a_valid_config():
-    """Each bench/sweep_signal.py point resolves on top of preset quick (a mistyped key or value raises ConfigError
-    here instead of hours into a sweep), and each point's overrides reach the config it names."""
-    from conftest import bench_script
+    """Each experiments/sweep_signal.py point resolves on top of preset quick (a mistyped key or value raises
+    ConfigError here instead of hours into a sweep), and each point's overrides reach the config it names."""
+    from conftest import experiment_script
 
-    sweep = bench_script("sweep_signal")
+    sweep = experiment_script("sweep_signal")
     for name, overrides in sweep.POINTS.items():
         cfg = load_config(preset="quick", overrides=[*overrides, f"name={name}"]).to_dict()
         for key, value in dict(o.split("=", 1) for o in overrides).items():  # a later override of a key wins
