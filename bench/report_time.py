@@ -6,9 +6,9 @@ refits on the texts; without them it is skipped), and `leakaudit report` runs on
 command's default counts unless --n-boot / --n-perm are given, --repeats times. Per run: the wall time and the step
 times from the command's `[report] ... done in` lines, and the child's CPU seconds (user + system): on a machine
 shared with other jobs the wall time stretches with their load, the CPU time much less, and at --threads 1 the report
-runs on one core, so its CPU seconds are about the wall time it takes where it has a core to itself. --compare DIR times another
-checkout's command on the same copy too (PYTHONPATH=DIR, e.g. a `git archive` of an earlier commit), alternating with
-this one (A B B A ...) so a drift in the machine's load cancels.
+runs on one core, so its CPU seconds are about the wall time it takes where it has a core to itself. --compare DIR
+times another checkout's command on the same copy too (run from DIR, its leakaudit imported, e.g. a `git archive` of
+an earlier commit), alternating with this one (A B B A ...) so a drift in the machine's load cancels.
 
     python bench/report_time.py                                # results/regime_math_prepared_e8_offline8_seed2
     python bench/report_time.py --compare /tmp/before --repeats 2 --threads 1
@@ -50,13 +50,14 @@ def regenerate_records(run: Path) -> int:
 
 
 def time_report(run: Path, checkout: Path, counts: list[str], threads: int | None) -> dict:
-    """One `leakaudit report` of `run` with `checkout` first on the path: wall seconds and the step lines."""
+    """One `leakaudit report` of `run` run from `checkout` (its leakaudit imported): wall and CPU seconds, the step
+    lines."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
     cpu0, start = _children_cpu(), time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "leakaudit.cli", "report", str(run), *counts], env=env,
-                         capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "leakaudit.cli", "report", str(run), *counts], env=env, cwd=checkout,
+                         capture_output=True, text=True)  # cwd: `python -m` puts it first on the path
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu0
     if res.returncode != 0:
         raise SystemExit(f"leakaudit report failed ({checkout}):\n{res.stderr[-3000:]}")

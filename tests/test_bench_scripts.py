@@ -79,18 +79,23 @@ def test_bench_peak_writes_the_schema_and_reads_its_runs_back(tmp_path):
     assert all(r["best_gflops"]["float32"] > 0 for r in runs) and doc["params"]["sizes"] == [64]
 
 
-def test_report_time_times_the_command_step_by_step(tmp_path):
+def test_report_time_times_the_command_step_by_step_and_another_checkouts(tmp_path):
     run = write_fake_run(tmp_path / "run")
+    other = tmp_path / "other"  # another checkout: its `leakaudit report` is a stub with one step line
+    (other / "leakaudit").mkdir(parents=True)
+    (other / "leakaudit" / "__init__.py").write_text("")
+    (other / "leakaudit" / "cli.py").write_text("import sys\nprint('[report] stub done in 0.5 s', file=sys.stderr)\n")
     out = tmp_path / "report_time.json"
     metrics = bench_script("report_time").main(["--run", str(run), "--n-boot", "20", "--n-perm", "5",
-                                                "--out", str(out)])
+                                                "--compare", str(other), "--out", str(out)])
     doc = json.loads(out.read_text())
     _check_schema(doc, "report_time")
     assert doc["metrics"] == json.loads(json.dumps(metrics)) and doc["params"]["command_args"] == [
         "--n-boot", "20", "--n-perm", "5"]
     this = doc["metrics"]["this"]
-    assert this["median_wall_s"] > 0 and len(this["wall_s"]) == 1
+    assert this["median_wall_s"] > 0 and this["median_cpu_s"] > 0 and len(this["wall_s"]) == 1
     assert "blind text null: 5 relabellings" in this["median_steps_s"]
+    assert doc["metrics"]["compare"]["median_steps_s"] == {"stub": 0.5}
     assert not (run / "report.html").exists()  # it reports on a copy
 
 

@@ -240,17 +240,28 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return _jsonable(df.to_dict(orient="records")) if not df.empty else []
 
 
+def roc_labels(headline: pd.DataFrame, metrics: pd.DataFrame, domain: str, present: set[str]) -> list[str]:
+    """The attacks of `domain`'s ROC panel: its headline's (Leaky and the best baselines, at most plots.MAX_CURVES);
+    where the headline has none there, the plots.MAX_CURVES highest domain-level AUROCs of summarise's rows."""
+    picked = headline[headline["domain"] == domain]["attack"] if not headline.empty else pd.Series(dtype=str)
+    labels = [a for a in dict.fromkeys(picked) if a in present]
+    if not labels and not metrics.empty:
+        rows = metrics[(metrics["level"] == "domain") & (metrics["domain"] == domain) & ~metrics["null_check"]]
+        labels = [a for a in rows.sort_values("auroc", ascending=False)["label"] if a in present]
+    return labels[:plots.MAX_CURVES] or sorted(present)[:plots.MAX_CURVES]
+
+
 def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, leak_map: dict | None,
                 out_dir: Path) -> dict[str, Path]:
     """Every figure as out_dir/<name>.png; returns name -> final path under run/plots."""
     real = run.real
+    families = dict(zip(real["label"], real["family"])) if "family" in real else {}
     made: dict[str, Path] = {}
     if not headline.empty:
-        made["auroc_bars"] = plots.save_png(plots.auroc_bars_figure(headline), out_dir / "auroc_bars.png")
+        made["auroc_bars"] = plots.save_png(plots.auroc_bars_figure(headline, families), out_dir / "auroc_bars.png")
     for domain, g in real.groupby("domain", sort=True):
         name = f"roc_{_slug(domain)}"
-        picked = headline[headline["domain"] == domain]["attack"] if not headline.empty else pd.Series(dtype=str)
-        labels = [a for a in dict.fromkeys(picked) if a in set(g["label"])] or None  # the headline's, at most 6
+        labels = roc_labels(headline, metrics, domain, set(g["label"]))
         made[name] = plots.save_png(plots.roc_figure(normalise_within_target(g), title=str(domain), labels=labels),
                                     out_dir / f"{name}.png")
     if not headline.empty:
@@ -457,7 +468,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(H.section("ROC curves (per domain, scores normalised within each target)", *rocs,
                               '<p class="note">The headline\'s attacks, pooled over a domain\'s targets after a '
                               'label-free robust z-score within each target; one colour family per attack family '
-                              '(same-trajectory blue, fixed-text orange, blind grey).</p>', anchor="roc"))
+                              '(same-trajectory blue, fixed-text orange, blind grey), as in the headline\'s bars '
+                              '(purple there: the paper\'s per-target maximum, no one attack).</p>', anchor="roc"))
     if "score_distributions" in made:
         secs.append(H.section("Score distributions", plot("score_distributions", "score distributions"),
                               anchor="distributions"))
