@@ -80,7 +80,7 @@ def pooled_null_check(null: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataF
 
 
 def bootstrap_settings(run_dir: Path) -> tuple[int, int]:
-    """(n_boot, seed) the run's report used, as its metrics.json records them (read as bench/run_table.py does)."""
+    """(n_boot, seed) the run's report used, as its metrics.json records them (read as experiments/run_table.py does)."""
     mj = json.loads((run_dir / "metrics.json").read_text())
     return int((mj.get("bootstrap") or {}).get("n_boot", 1000)), int((mj.get("seeds") or {}).get("bootstrap") or 0)
 
