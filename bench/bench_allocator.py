@@ -11,8 +11,8 @@ policy).
 
     python bench/bench_allocator.py                        # smollm2-135m (the offline weights), 3 steps
     python bench/bench_allocator.py --model tiny --steps 2 --rounds 1
-    python bench/bench_allocator.py --shape ray --json bench/results/allocator_ray_shape.json
-Writes bench/results/allocator.json.
+    python bench/bench_allocator.py --shape ray --out bench/results/allocator_ray_shape.json
+Writes bench/results/allocator.json (bench/benchlib.py's schema; the runs and their summary are its metrics).
 
 `--shape ray` measures Ray's students stage instead (execution.cpus_per_student=1: one 1-thread student per core,
 side by side): each round starts one process per policy together, each pinned to a core of its own with 1 thread
@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import benchlib
 
 POLICIES = ("system", "reuse")
 
@@ -106,36 +108,36 @@ def summarise(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("allocator", __doc__)
     ap.add_argument("--model", default="smollm2-135m", help="'tiny' or 'smollm2-135m'")
     ap.add_argument("--steps", type=int, default=3, help="measured steps per run, after one warm-up step")
     ap.add_argument("--rounds", type=int, default=2, help="1 = system, reuse; 2 = system, reuse, reuse, system")
     ap.add_argument("--shape", choices=("sequential", "ray"), default="sequential",
                     help="sequential: one process at a time with every core; ray: both policies side by side, "
                          "one 1-thread process per core")
-    ap.add_argument("--json", default="bench/results/allocator.json")
     ap.add_argument("--note", default="", help="recorded in the JSON (e.g. what else ran on the machine)")
     ap.add_argument("--resummarise", action="store_true",
-                    help="recompute the summary of the existing --json from its runs (no new measurement)")
+                    help="recompute the summary of the existing --out from its runs (no new measurement)")
     ap.add_argument("--worker", choices=POLICIES, help=argparse.SUPPRESS)
-    ap.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        Path(args.worker_out).write_text(json.dumps(worker(args.worker, args.model, args.steps, args.threads)))
+        Path(args.worker_out).write_text(json.dumps(worker(args.worker, args.model, args.steps, args.threads or 0)))
         return
     if args.resummarise:
-        result = json.loads(Path(args.json).read_text())
-        result["summary"] = summarise(result["runs"])
+        result = json.loads(Path(args.out).read_text())
+        result["metrics"]["summary"] = summarise(result["metrics"]["runs"])
         if args.note:
-            result["note"] = args.note
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-        print(json.dumps(result["summary"], indent=1))
+            result["params"]["note"] = args.note
+        benchlib.write_json(args.out, result)
+        print(json.dumps(result["metrics"]["summary"], indent=1))
         return
-    from leakaudit.envinfo import cpu_info, library_versions
     from pinned_processes import start_pinned, wait_for_json
 
-    def argv(policy: str, out: Path, threads: int = 0) -> list[str]:
+    load = benchlib.load_average()
+
+    def argv(policy: str, out: Path, threads: int | None = None) -> list[str]:
+        threads = args.threads or 0 if threads is None else threads  # 0: torch's choice
         return [sys.executable, __file__, "--worker", policy, "--model", args.model, "--steps", str(args.steps),
                 "--threads", str(threads), "--worker-out", str(out)]
 
@@ -162,12 +164,9 @@ def main() -> None:
                 runs.append({**run, "core": core, "round": i})
                 order.append(f"{policy}@cpu{core}")
                 print(policy, core, json.dumps(run["steps"]), flush=True)
-    result = {"model": args.model, "shape": args.shape, "steps_measured": args.steps, "order": order,
-              "note": args.note, "cpu": cpu_info(),
-              "libc": platform.libc_ver(), "versions": library_versions(), "runs": runs, "summary": summarise(runs)}
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result["summary"], indent=1))
+    metrics = {"order": order, "libc": platform.libc_ver(), "runs": runs, "summary": summarise(runs)}
+    benchlib.write_result(args.out, "allocator", params=vars(args), metrics=metrics, load_before=load)
+    print(json.dumps(metrics["summary"], indent=1))
 
 
 if __name__ == "__main__":

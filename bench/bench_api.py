@@ -7,17 +7,16 @@ Measures
 - the wall time of `leakaudit audit` on the same records with the target over the API vs the target loaded
   locally (the same given reference, base and seed; the API run includes its capabilities probe), and whether
   their attack scores agree.
-Writes bench/results/api.json. The server and this client share one core (taskset -c 0): the test server holds
-one lock around its model, so it answers one request at a time, and concurrency can only overlap HTTP, JSON and
-the client's parsing with the model's compute. vLLM batches concurrent requests, so a real server's scaling with
-concurrency is far larger; these numbers bound the client's own overhead, not a server's throughput.
+Writes bench/results/api.json (bench/benchlib.py's schema). The server and this client share one core (taskset -c 0):
+the test server holds one lock around its model, so it answers one request at a time, and concurrency can only overlap
+HTTP, JSON and the client's parsing with the model's compute. vLLM batches concurrent requests, so a real server's
+scaling with concurrency is far larger; these numbers bound the client's own overhead, not a server's throughput.
 
 Run:  taskset -c 0 env OMP_NUM_THREADS=1 PYTHONPATH=. python bench/bench_api.py [--model tiny|smollm2-135m]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+import benchlib
 
 
 def _records(k: int):
@@ -84,7 +83,7 @@ def audit_wall(target: str, out: Path, files: Path, base: str, ref: str, extra: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = benchlib.parser("api", __doc__)
     ap.add_argument("--model", default="tiny", help="tiny (2-layer random Llama) or smollm2-135m")
     ap.add_argument("--requests", type=int, default=32, help="prompts per throughput run")
     ap.add_argument("--n", type=int, default=2, help="trajectories per request")
@@ -92,13 +91,13 @@ def main() -> None:
     ap.add_argument("--audit-candidates", type=int, default=12)
     ap.add_argument("--reps", type=int, default=3, help="repetitions per concurrency level (median reported)")
     ap.add_argument("--no-audit", action="store_true", help="throughput only (e.g. for smollm2-135m)")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "api.json"))
     args = ap.parse_args()
+    benchlib.apply_threads(args)
+    load = benchlib.load_average()
 
     import pandas as pd
 
     from api_server import ServerProcess
-    from leakaudit.envinfo import cpu_info, library_versions
     from leakaudit.models import load_tokenizer, make_tiny_llama
     from leakaudit.prompting import student_prompt_ids
     from leakaudit.signals.backend import SamplingConfig
@@ -112,11 +111,9 @@ def main() -> None:
     tokenizer = load_tokenizer(model)
     prompts = [student_prompt_ids(tokenizer, r) for r in _records(args.requests)]
     cfg = SamplingConfig(n_per_record=args.n, max_new_tokens=args.max_new_tokens, seed=0)
-    result = {"model": args.model, "cpu": cpu_info(), "versions": library_versions(),
-              "affinity": sorted(os.sched_getaffinity(0)), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    result = {"affinity": sorted(os.sched_getaffinity(0)), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
               "workload": {"requests": args.requests, "n_per_request": args.n, "max_new_tokens": args.max_new_tokens,
                            "mean_prompt_tokens": float(np.mean([len(p) for p in prompts]))},
-              "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
               "note": ("one core shared by the test server and the client (and by whatever else runs on it: see "
                        "loadavg; *_per_cpu_s divide by the client's plus the server's CPU seconds, which other jobs "
                        "stretch much less than the wall clock); the server answers one request at a time (one "
@@ -139,8 +136,7 @@ def main() -> None:
                   f"{row['tokens_per_s']:7.1f} tok/s ({row['requests']} requests, {row['seconds']} s); per CPU s: "
                   f"{row['requests_per_cpu_s']} req, {row['tokens_per_cpu_s']} tok")
         if args.no_audit:
-            result["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-            _write(result, args.out, tmp)
+            _write(args, result, tmp, load)
             return
         # the audit, API vs local, on the same records
         files = tmp / "audit"
@@ -161,7 +157,6 @@ def main() -> None:
     cols = [c for c in a.columns if c in loc.columns and c not in ("record_id", "is_member")]
     diff = {c: float(np.nanmax(np.abs(a[c].to_numpy(float) - loc[c].to_numpy(float)))) for c in cols}
     api_info = json.loads((tmp / "run_api" / "audit.json").read_text())["api"]
-    result["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     result["audit"] = {"candidates": len(cands), "population": len(pop), "api_seconds": round(api_s, 2),
                        "local_seconds": round(local_s, 2), "api_over_local": round(api_s / local_s, 3),
                        "api_cpu_seconds": round(api_cpu, 2), "local_cpu_seconds": round(local_cpu, 2),
@@ -173,14 +168,13 @@ def main() -> None:
                                 "process on the same core")}
     print(f"audit: API {api_s:.1f} s ({api_cpu:.1f} CPU s) vs local {local_s:.1f} s ({local_cpu:.1f} CPU s); "
           f"max |score diff| {max(diff.values()):.2e}")
-    _write(result, args.out, tmp)
+    _write(args, result, tmp, load)
 
 
-def _write(result: dict, out: str, tmp: Path) -> None:
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(result, indent=2) + "\n")
+def _write(args, result: dict, tmp: Path, load: list[float]) -> None:
+    benchlib.write_result(args.out, "api", params=vars(args), metrics=result, load_before=load)
     shutil.rmtree(tmp, ignore_errors=True)
-    print(f"wrote {out}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

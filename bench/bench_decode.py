@@ -26,24 +26,24 @@ logits by index vs by slice, bf16 copy and float32 model (max |diff|).
 
 --signals instead measures the signals stage's sampling at the default preset's shape (HFBackend.sample on the
 bf16 copy, 4 of these prompts x n_per_record 4 = one batch of 16 rows, 48 new tokens): sample_decoder 'generate'
-vs 'loop', ABBA, and adds it to the JSON under "signals" (the rest of the file is kept).
+vs 'loop', ABBA, and adds it to the result file's metrics under "signals", with its own params and machine record
+(the rest of the file is kept).
 
     taskset -c 1 env OMP_NUM_THREADS=1 python bench/bench_decode.py --reps 2 --profile --compile
     taskset -c 1 env OMP_NUM_THREADS=1 python bench/bench_decode.py --signals
-Writes bench/results/decode.json.
+Writes bench/results/decode.json (bench/benchlib.py's schema).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import torch
+
+import benchlib
 
 OPTIONS = ("generate", "generate_static", "loop", "loop_static", "generate_seeded", "loop_seeded", "prefill_generate",
            "prefill_loop")
@@ -228,13 +228,11 @@ def signals_mode(args, prompts: list[list[int]]) -> dict:
 
 
 def main() -> None:
-    from leakaudit.envinfo import cpu_info, library_versions
-    from leakaudit.io import write_json
     from leakaudit.models import bf16_copy, load_model
     from shadow_models.rollout import eos_token_ids
     from leakaudit.models import load_tokenizer
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("decode", __doc__)
     ap.add_argument("--reps", type=int, default=2, help="ABBA repetitions")
     ap.add_argument("--options", default=",".join(OPTIONS))
     ap.add_argument("--max-new-tokens", type=int, default=48)
@@ -245,19 +243,21 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--signals", action="store_true", help="measure HFBackend.sample only (see the docstring)")
     ap.add_argument("--note", default="")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "decode.json"))
     args = ap.parse_args()
+    benchlib.apply_threads(args)
     names = [o for o in args.options.split(",") if o]
     assert names[0] == "generate", "ratios are against generate: list it first"
 
     prompts, record_ids = prompts_in_range(args.batch, 125, 160)
     if args.signals:
+        load = benchlib.load_average()
         out = Path(args.out)
-        result = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
-        result["signals"] = signals_mode(args, prompts)
-        result["signals"].update({"records": record_ids[:4], "cpu": cpu_info(), "loadavg": os.getloadavg(),
-                                  "note": args.note, "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S")})
-        write_json(out, result)
+        doc = (json.loads(out.read_text(encoding="utf-8")) if out.is_file()
+               else benchlib.result("decode", params={}, metrics={}))
+        doc["metrics"]["signals"] = {**signals_mode(args, prompts), "records": record_ids[:4],
+                                     "params": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                                     "machine": benchlib.machine(load)}
+        benchlib.write_json(out, doc)
         print(f"wrote {out}")
         return
     tok = load_tokenizer("smollm2-135m")
@@ -269,7 +269,7 @@ def main() -> None:
     exact = head_exactness({"bf16_copy": model, "float32": fp32}, runner.ids, runner.mask)
     print("prefill head, slice vs index:", exact, flush=True)
     del fp32
-    load_before = os.getloadavg()
+    load_before = benchlib.load_average()
     ref = runner.run("generate")  # warm-up (one-time costs), and the reference tokens
     for o in names[1:]:
         runner.run(o)
@@ -330,16 +330,8 @@ def main() -> None:
     if args.compile:
         result["compile"] = try_compile(runner, ref)
         print("compile:", json.dumps(result["compile"])[:600])
-    result["machine"] = {"platform": platform.platform(), "cpu": cpu_info(), "torch_threads": torch.get_num_threads(),
-                         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "loadavg_before": load_before,
-                         "loadavg_after": os.getloadavg()}
-    result["versions"] = library_versions()
-    result["note"] = args.note
-    result["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, result)
-    print(f"wrote {out}")
+    benchlib.write_result(args.out, "decode", params=vars(args), metrics=result, load_before=load_before)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ Each run is a fresh run directory of the tiny preset on a tiny random Llama (mad
 (Study.run_all) with each stage's time from the study's log. The Ray run starts its own local instance inside
 run_all (execution.address null, as `leakaudit run-study --set execution.backend=ray` does), so Ray's start-up is
 counted (Ray schedules on os.cpu_count() CPUs; pin the process with taskset to bound the cores it really uses).
-Writes bench/results/executors.json with the CPU model, the affinity
-and thread counts, and the ray/local ratio.
+Writes bench/results/executors.json (bench/benchlib.py's schema: the machine record holds the CPU, the affinity and
+thread counts) with each pair's times and the ray/local ratio.
 
     taskset -c 0 env OMP_NUM_THREADS=1 python bench/bench_executors.py            # tiny study, 2 interleaved pairs
     python bench/bench_executors.py --preset default                               # hours on a CPU: not run here
@@ -14,13 +14,14 @@ and thread counts, and the ray/local ratio.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import tempfile
 import time
 from pathlib import Path
+
+import benchlib
 
 
 def run_study(preset: str, base_model: str | None, out_root: Path, backend: str, extra: list[str]) -> dict:
@@ -52,16 +53,16 @@ def _sha256(path: Path) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = benchlib.parser("executors", __doc__)
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--repeats", type=int, default=2, help="local/ray pairs, interleaved (the machine may be shared)")
-    ap.add_argument("--out", default="bench/results/executors.json")
     args = ap.parse_args()
+    benchlib.apply_threads(args)
+    load = benchlib.load_average()
 
     import ray
     import torch
 
-    from leakaudit.envinfo import cpu_info
     from leakaudit.models import make_tiny_llama
 
     work = Path(tempfile.mkdtemp(prefix="bench_executors_"))
@@ -76,13 +77,8 @@ def main() -> None:
                       "ratio_ray_over_local": round(on_ray["wall_s"] / local["wall_s"], 3),
                       "loadavg_1_5_15_after": list(os.getloadavg())})  # the machine may be shared
     ratios = sorted(p["ratio_ray_over_local"] for p in pairs)
-    cpu = cpu_info()
-    result = {
-        "preset": args.preset, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    metrics = {
         "command": "taskset -c 0 env OMP_NUM_THREADS=1 python bench/bench_executors.py",
-        "cpu": {"model": cpu.get("model_name"), "cpu_count": cpu.get("cpu_count"),
-                "affinity": sorted(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
-                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
         "ray": {"version": ray.__version__, "instance": "started by the study (execution.address null): "
                                                       "num_cpus = os.cpu_count(), start-up and shutdown counted"},
         "pairs": pairs,
@@ -91,9 +87,8 @@ def main() -> None:
         round((ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2, 3),
         "identical_scores_parquet": len({p[b]["scores_sha256"] for p in pairs for b in ("local", "ray")}) == 1,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(result, indent=2))
+    benchlib.write_result(args.out, "executors", params=vars(args), metrics=metrics, load_before=load)
+    print(json.dumps(metrics, indent=2))
 
 
 if __name__ == "__main__":

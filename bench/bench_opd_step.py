@@ -19,15 +19,12 @@ the same run at the same thread count (model FLOPs of the real tokens: 2 x param
 
     python bench/bench_opd_step.py                              # smollm2-135m
     python bench/bench_opd_step.py --model tiny --steps 1 --settings before,after
-Writes bench/results/opd_step.json.
+Writes bench/results/opd_step.json (bench/benchlib.py's schema).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -37,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+import benchlib
 from leakaudit.memory import status_kb as _status_kb
 
 from bench_peak import matmul_gflops  # noqa: E402 - a sibling: bench/ is on the path of a script run from it
@@ -197,11 +195,10 @@ def summarise(runs: list[dict], peak_gflops: float, fp32_peak_gflops: float | No
 
 
 def main() -> None:
-    from leakaudit.envinfo import cpu_info, library_versions
     from leakaudit.models import load_tokenizer
     from transformers import AutoConfig
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("opd_step", __doc__)
     ap.add_argument("--model", default="smollm2-135m", help="'tiny' or 'smollm2-135m'")
     ap.add_argument("--steps", type=int, default=2, help="measured steps per run (after one warm-up step)")
     ap.add_argument("--settings", default="before,after,after_no_prefix_cache,after_no_rollout_copy,"
@@ -210,12 +207,9 @@ def main() -> None:
     ap.add_argument("--no-abba", action="store_true", help="run each setting once (default: order, then reversed)")
     ap.add_argument("--records-jsonl", default="", help="take the first 8 records of this file (e.g. a run's "
                     "records.jsonl: the default study's own prompts) instead of bench_records(8)")
-    ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--note", default="")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "opd_step.json"))
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    benchlib.apply_threads(args)
     names = [s for s in args.settings.split(",") if s]
     unknown = [n for n in names if n not in SETTINGS]
     if unknown:
@@ -228,7 +222,7 @@ def main() -> None:
     else:
         records = bench_records(8)
     tok = load_tokenizer("smollm2-135m")
-    load_before = os.getloadavg()
+    load_before = benchlib.load_average()
     peak_before = matmul_gflops("bfloat16", 2048, 3)
     fp32_before = matmul_gflops("float32", 2048, 3)
     runs = []
@@ -264,17 +258,11 @@ def main() -> None:
         "order": order, "summary": summary, "runs": runs,
         "bf16_matmul_peak_gflops": {"before": peak_before, "after": peak_after, "used": peak, "n": 2048},
         "fp32_matmul_peak_gflops": {"before": fp32_before, "after": fp32_after, "n": 2048},
-        "machine": {"platform": platform.platform(), "cpu": cpu_info(), "torch_threads": torch.get_num_threads(),
-                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "loadavg_before": load_before,
-                    "loadavg_after": os.getloadavg()},
-        "versions": library_versions(), "note": args.note, "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     for r in result["runs"]:
         r.pop("flops_by_phase")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    benchlib.write_result(args.out, "opd_step", params=vars(args), metrics=result, load_before=load_before)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -2,10 +2,11 @@
 
 Measures torch.matmul of square n x n matrices (2 n^3 FLOPs each) in float32 and bfloat16, best of a few
 repetitions after one warm-up per size, at --threads intra-op threads (default: torch's own count), and writes
-bench/results/peak_<cpu-tag>.json: the CPU record of leakaudit.envinfo.cpu_info (model, cores, ISA flags,
-bf16_native, torch's capability), GFLOP/s per dtype and size, the best per dtype, the date, and the load average
-before and after (these machines are shared and noisy: a peak measured under load is a lower bound). One file per
-CPU tag; a run replaces the earlier run of the same thread count and mode, and keeps the others.
+bench/results/peak_<cpu-tag>.json (bench/benchlib.py's schema, every recorded run in metrics["runs"]): per run the
+CPU record of leakaudit.envinfo.cpu_info (model, cores, ISA flags, bf16_native, torch's capability), GFLOP/s per
+dtype and size, the best per dtype, the date, and the load average before and after (these machines are shared and
+noisy: a peak measured under load is a lower bound). One file per CPU tag; a run replaces the earlier run of the
+same thread count and mode, and keeps the others.
 
 Other benchmarks import `peak(dtype, threads)` (FLOP/s) from here:
 
@@ -18,7 +19,6 @@ Run:  OMP_NUM_THREADS=1 python bench/bench_peak.py --quick --threads 1      (< 2
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
 import json
 import os
@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import benchlib
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DTYPES = ("float32", "bfloat16")
@@ -97,29 +99,30 @@ def results_path(tag: str | None = None, results_dir: Path = RESULTS) -> Path:
     return Path(results_dir) / f"peak_{tag or cpu_info()['tag']}.json"
 
 
-def save_run(run: dict[str, Any], *, note: str | None = None, results_dir: Path = RESULTS) -> Path:
-    """Write `run` into peak_<tag>.json, replacing an earlier run with the same threads and quick flag."""
-    path = results_path(run["cpu"]["tag"], results_dir)
-    doc = json.loads(path.read_text()) if path.is_file() else {}
-    runs = [r for r in doc.get("runs", []) if (r.get("threads"), r.get("quick")) != (run["threads"], run["quick"])]
+def save_run(run: dict[str, Any], *, note: str | None = None, path: Path | None = None,
+             params: dict[str, Any] | None = None) -> Path:
+    """Write `run` into `path` (default: peak_<tag>.json in bench/results/), bench/benchlib.py's schema with every
+    recorded run as metrics["runs"], replacing an earlier run with the same threads and quick flag."""
+    path = Path(path) if path is not None else results_path(run["cpu"]["tag"])
+    runs = [r for r in _runs(path) if (r.get("threads"), r.get("quick")) != (run["threads"], run["quick"])]
     if note:
         run = {**run, "note": note}
     runs.append(run)
     runs.sort(key=lambda r: (r["threads"], r["quick"]))
-    doc = {"what": "torch.matmul of square n x n matrices, 2 n^3 FLOPs, best of `reps` after one warm-up; "
-                   "GFLOP/s per dtype and size (bench/bench_peak.py)",
-           "cpu_tag": run["cpu"]["tag"], "cpu": run["cpu"], "runs": runs}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
+    metrics = {"what": "torch.matmul of square n x n matrices, 2 n^3 FLOPs, best of `reps` after one warm-up; "
+                       "GFLOP/s per dtype and size (bench/bench_peak.py)",
+               "cpu_tag": run["cpu"]["tag"], "runs": runs}
+    benchlib.write_result(path, "peak", params=params or {}, metrics=metrics, load_before=run["loadavg_before"])
     return path
+
+
+def _runs(path: Path) -> list[dict[str, Any]]:
+    return json.loads(path.read_text())["metrics"]["runs"] if path.is_file() else []
 
 
 def load_peaks(tag: str | None = None, results_dir: Path = RESULTS) -> list[dict[str, Any]]:
     """The recorded runs for this CPU tag (or `tag`); [] when none."""
-    path = results_path(tag, results_dir)
-    return json.loads(path.read_text()).get("runs", []) if path.is_file() else []
+    return _runs(results_path(tag, results_dir))
 
 
 _MEASURED: dict[tuple[str, int], float] = {}
@@ -152,13 +155,12 @@ def peak(dtype: Any = "bfloat16", threads: int | None = None, *, results_dir: Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=None, help="intra-op threads (default: torch's own count)")
+    ap = benchlib.parser("peak", __doc__)
+    ap.set_defaults(out=None)
     ap.add_argument("--quick", action="store_true", help=f"sizes {QUICK['sizes']}, {QUICK['reps']} reps (< 20 s)")
     ap.add_argument("--sizes", type=int, nargs="+", default=None, help="override the square sizes")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--note", default=None, help="free text stored with the run (e.g. what else was running)")
-    ap.add_argument("--results-dir", type=Path, default=RESULTS)
     ap.add_argument("--no-save", action="store_true", help="print only")
     args = ap.parse_args(argv)
     run = measure(args.threads, quick=args.quick, sizes=tuple(args.sizes) if args.sizes else None, reps=args.reps)
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  best " + " ".join(f"{run['best_gflops'][dt]:>10.1f}" for dt in run["gflops"])
           + (f"   bf16/fp32 = {run['bf16_over_fp32']}" if "bf16_over_fp32" in run else ""))
     if not args.no_save:
-        print("wrote", save_run(run, note=args.note, results_dir=args.results_dir))
+        print("wrote", save_run(run, note=args.note, path=args.out, params=vars(args)))
     return 0
 
 

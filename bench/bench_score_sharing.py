@@ -6,15 +6,13 @@ On a finished run's stored trajectories: for each `--models` model, the (target,
 (Study.fresh_scorers), each path timed in a scratch copy of those fresh directories (trajectories only), at
 `--threads` torch threads (1 = what a job gets with execution.local_workers 2 on 2 cores), the two paths alternated
 (per-target, shared, shared, per-target) so a drift in the machine's load cancels. Also the largest difference
-between the two paths' log-probs (float rounding: the batches differ). Writes JSON with the CPU (envinfo.cpu_info).
+between the two paths' log-probs (float rounding: the batches differ). Writes bench/benchlib.py's schema.
 
     python bench/bench_score_sharing.py --run runs/default --models base,code-s0 --out bench/results/score_sharing.json
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
 import tempfile
@@ -22,6 +20,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+import benchlib
 
 
 def _scratch(run_fresh: Path, targets: list[str], at: Path) -> dict[str, Path]:
@@ -38,22 +38,19 @@ def _scratch(run_fresh: Path, targets: list[str], at: Path) -> dict[str, Path]:
 
 
 def main() -> None:
-    import torch
-
     from leakaudit.config import load_config
-    from leakaudit.envinfo import cpu_info
     from leakaudit.rundir import RunDir
     from leakaudit.signals.stages import score_fresh, score_fresh_all
     from leakaudit.signals.store import load_logp
     from leakaudit.study import Study
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("score_sharing", __doc__)
+    ap.set_defaults(threads=1)
     ap.add_argument("--run", required=True, type=Path)
     ap.add_argument("--models", default="base", help="comma-separated model ids")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=Path("bench/results/score_sharing.json"))
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    benchlib.apply_threads(args)
+    load = benchlib.load_average()
 
     cfg = load_config(RunDir(args.run).config)
     study = Study(cfg, progress=False, log=lambda m: None)
@@ -88,11 +85,8 @@ def main() -> None:
         results[model_id] = {"targets": len(todo), "tokens": n, "seconds": times, "speedup": round(per / shared, 3),
                              "max_abs_logp_diff": diff}
         print(model_id, results[model_id], flush=True)
-    out = {"what": __doc__.splitlines()[0], "run": str(args.run), "threads": args.threads,
-           "command": "python bench/bench_score_sharing.py " + " ".join(
-               f"--{k} {v}" for k, v in vars(args).items()),
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_info(), "models": results}
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    benchlib.write_result(args.out, "score_sharing", params=vars(args), metrics={"models": results},
+                          load_before=load)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ of each step (time.process_time), which a shared core disturbs much less than wa
 
     python bench/bench_sdft_anchor.py                       # smollm2-135m, 3 steps per run (2 measured)
     python bench/bench_sdft_anchor.py --model tiny --steps 2 --batch 2 --new-tokens 4   # smoke
-Writes bench/results/sdft_anchor.json and prints a short table.
+Writes bench/results/sdft_anchor.json (bench/benchlib.py's schema) and prints a short table.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ import collections
 import contextlib
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -57,6 +56,8 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
+
+import benchlib
 
 from leakaudit.memory import status_kb as _status_kb
 
@@ -619,10 +620,10 @@ def notes_on_work(runs: list[dict], spec: dict) -> list[str]:
 def run_benchmark(*, model: str = "smollm2-135m", steps: int = 3, batch: int = 8, new_tokens: int = 48,
                   order: str = "ours,trl,trl,ours", records_mode: str = "repeat", lr: float = 1e-4, seed: int = 0,
                   threads: int = 0, trl_gradient_checkpointing: bool = False, note: str = "",
-                  out: Path | None = None, work: Path | None = None, verbose: bool = True) -> dict:
-    """Run the training runs in `order` (ABBA by default), each in its own process, and write the JSON to `out`
-    (if given); returns the result dict."""
-    from leakaudit.envinfo import cpu_info, library_versions
+                  out: Path | None = None, work: Path | None = None, verbose: bool = True,
+                  params: dict | None = None) -> dict:
+    """Run the training runs in `order` (ABBA by default), each in its own process, and write the result (the shared
+    schema, `params` as what was asked) to `out` (if given); returns it."""
     from leakaudit.models import make_tiny_llama, resolve_model_ref
 
     if steps < 2:
@@ -641,7 +642,7 @@ def run_benchmark(*, model: str = "smollm2-135m", steps: int = 3, batch: int = 8
         spec = {"model": model, "model_dir": model_dir, "steps": steps, "batch": batch, "new_tokens": new_tokens,
                 "records_mode": records_mode, "lr": lr, "seed": seed, "threads": threads,
                 "trl_gradient_checkpointing": trl_gradient_checkpointing}
-        load_start = os.getloadavg()
+        load_start = benchlib.load_average()
         runs = []
         for i, side in enumerate(sides):
             res = run_child(side, spec, work, i)
@@ -679,29 +680,17 @@ def run_benchmark(*, model: str = "smollm2-135m", steps: int = 3, batch: int = 8
                          "and teacher load and training of that run only",
         "notes_on_work": notes_on_work(runs, spec),
         "runs": runs,
-        "machine": {"platform": platform.platform(), "cpu": cpu_info(), "cpu_count": os.cpu_count(),
-                    "affinity": sorted(os.sched_getaffinity(0)), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-                    "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"), "loadavg_start": load_start,
-                    "loadavg_end": os.getloadavg(), "pressure_end": pressure()},
-        "versions": library_versions(),
-        "git_head": _git_head(),
-        "note": note, "wall_s": round(time.time() - started, 1), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS"), "pressure_end": pressure(),
+        "wall_s": round(time.time() - started, 1),
     }
+    doc = benchlib.result("sdft_anchor", params=params or {"note": note}, metrics=result, load_before=load_start)
     if out is not None:
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        benchlib.write_result(out, "sdft_anchor", params=doc["params"], metrics=result, load_before=load_start)
     if verbose:
         print_table(result)
         if out is not None:
             print(f"wrote {out}")
-    return result
-
-
-def _git_head() -> str | None:
-    from leakaudit.envinfo import git_hash
-
-    return git_hash(Path(__file__).resolve().parents[1])
+    return doc
 
 
 def print_table(result: dict) -> None:
@@ -719,7 +708,7 @@ def print_table(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict | None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("sdft_anchor", __doc__)
     ap.add_argument("--model", default="smollm2-135m", help="model ref for resolve_model_ref, or 'tiny'")
     ap.add_argument("--steps", type=int, default=3, help="steps per training run, the first discarded (>= 2)")
     ap.add_argument("--batch", type=int, default=8, help="prompts per step")
@@ -731,11 +720,9 @@ def main(argv: list[str] | None = None) -> dict | None:
                     help=f"training runs in this order, of {SIDES} (ABBA by default)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads in each run (0 = torch's default)")
     ap.add_argument("--trl-gradient-checkpointing", action="store_true", help="TRL's default; off for same work")
     ap.add_argument("--note", default="", help="free text stored in the JSON")
     ap.add_argument("--work", default=None, help="working directory (default: a temporary one)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "sdft_anchor.json"))
     ap.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -748,8 +735,9 @@ def main(argv: list[str] | None = None) -> dict | None:
         return None
     return run_benchmark(model=args.model, steps=args.steps, batch=args.batch, new_tokens=args.new_tokens,
                          order=args.order, records_mode=args.records, lr=args.lr, seed=args.seed,
-                         threads=args.threads, trl_gradient_checkpointing=args.trl_gradient_checkpointing,
-                         note=args.note, out=Path(args.out), work=Path(args.work) if args.work else None)
+                         threads=args.threads or 0, trl_gradient_checkpointing=args.trl_gradient_checkpointing,
+                         note=args.note, out=Path(args.out), work=Path(args.work) if args.work else None,
+                         params=vars(args))
 
 
 if __name__ == "__main__":

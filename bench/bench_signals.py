@@ -7,7 +7,8 @@ Measures
 - the machine's fp32 / bf16 matmul peak (2048^2 matmuls) and the achieved fraction (~2 * params FLOPs/token).
 Writes bench/results/signals.json and prints a table.  Run:  python bench/bench_signals.py [--threads 1]
 
-Two more modes (the signals speed levers), each with its own JSON:
+Three more modes (the signals speed levers), each with its own result file; every file is bench/benchlib.py's
+schema, named signals or signals_<mode>:
 - --mode prefix: the default preset's signals shapes (humaneval student prompts, 4 trajectories of <= 64 tokens
   per record): sampling via model.generate vs the shared-prefill loop (HFOptions.share_prefill), and scoring of the
   trajectories per sequence vs from each prompt's KV cache (HFOptions.share_prefix), alternating in one run, with
@@ -32,10 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import subprocess
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,7 +41,6 @@ import torch
 import benchlib
 
 from leakaudit.data.records import Record
-from leakaudit.io import write_json
 from leakaudit.models import load_model, load_tokenizer
 from leakaudit.prompting import student_prompt_ids
 from leakaudit.signals import SamplingConfig
@@ -125,18 +122,20 @@ def max_abs(a, b, field: str) -> float:
 
 
 def _env(threads: int, **extra) -> dict:
-    try:
-        git = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        git = ""
-    return {"model": MODEL, "torch": torch.__version__, "threads": threads, "git": git,
-            "cpu": platform.processor() or platform.machine(), "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "cpu_count": os.cpu_count(), **extra}
+    """What a mode ran on beyond the machine record: the model, the thread count and the workload's shapes."""
+    return {"model": MODEL, "threads": threads, **extra}
+
+
+def _write(args, mode: str, out: dict, load_before: list[float]) -> None:
+    """A mode's result file: bench/results/signals_<mode>.json unless --out."""
+    name = f"signals_{mode.replace('-', '_')}"
+    benchlib.write_result(args.out or benchlib.RESULTS / f"{name}.json", name, params=vars(args), metrics=out,
+                          load_before=load_before)
 
 
 def prefix_main(args) -> None:
     """Prefix-shared sampling and scoring vs the current paths, alternating, on smollm2-135m."""
-    load_start = os.getloadavg()
+    load_start = benchlib.load_average()
     tok = load_tokenizer(MODEL)
     model = load_model(MODEL)
     records, prompts = humaneval_prompts(tok, args.records, args.prompt_tokens)
@@ -224,7 +223,7 @@ def prefix_main(args) -> None:
                       max_new_tokens=cfg.max_new_tokens, scored_tokens=n_scored,
                       forward_tokens_plain=sum(len(p) + len(c) for p, c in zip(prefixes, conts)),
                       forward_tokens_shared=sum(len(p) for p in prompts) + sum(len(c) - 1 for c in conts))
-    write_json(args.out or str(Path(__file__).parent / "results" / "signals_prefix.json"), out)
+    _write(args, "prefix", out, load_start)
     print("exactness (fp32, max abs):", out["exactness_fp32"])
     print("medians:", {k: round(v, 3) for sec in ("sampling", "scoring") for k, v in out[sec].items()
                        if k.startswith("median")})
@@ -326,7 +325,7 @@ def stage_main(args) -> None:
     def peak_cpu_now() -> dict:
         return {dt: matmul_gflops_cpu(dt, 2048, 3) for dt in ("float32", "bfloat16")}
 
-    load_start = os.getloadavg()
+    load_start = benchlib.load_average()
     tok = load_tokenizer(MODEL)
     model = load_model(MODEL)
     emb = model.get_input_embeddings().weight
@@ -453,7 +452,7 @@ def stage_main(args) -> None:
                       records=[r.record_id for r in records], prompt_tokens=[len(p) for p in prompts],
                       n_per_record=cfg.n_per_record, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
                       scored_tokens=n_scored, bf16_native=bf16_is_native(torch.device("cpu")))
-    write_json(args.out or str(Path(__file__).parent / "results" / "signals_stage.json"), out)
+    _write(args, "stage", out, load_start)
     print("defaults:", out["defaults"])
     print("precision vs fp32:", out["sampling_precision_vs_fp32"])
     print("best peaks:", best)
@@ -463,7 +462,7 @@ def bf16_body_main(args) -> None:
     """Per-token log-prob error of autocast_bf16 against fp32 on humaneval reference texts."""
     from leakaudit.prompting import reference_text_ids
 
-    load_start = os.getloadavg()
+    load_start = benchlib.load_average()
     tok = load_tokenizer(MODEL)
     model = load_model(MODEL)
     records, prompts = humaneval_prompts(tok, args.records, 0)
@@ -488,7 +487,7 @@ def bf16_body_main(args) -> None:
     out["env"] = _env(torch.get_num_threads(), loadavg_start=load_start, loadavg_end=os.getloadavg(),
                       records=[r.record_id for r in records], prompt_tokens=[len(p) for p in prompts],
                       scored_tokens=sum(len(c) for c in conts), bf16_native=bf16_is_native(torch.device("cpu")))
-    write_json(args.out or str(Path(__file__).parent / "results" / "signals_bf16_body.json"), out)
+    _write(args, "bf16-body", out, load_start)
     print({k: v for k, v in out.items() if k != "env"})
 
 
@@ -522,7 +521,7 @@ def main() -> None:
         return bf16_body_main(args)
     if args.mode == "stage":
         return stage_main(args)
-    args.out = args.out or str(Path(__file__).parent / "results" / "signals.json")
+    args.out = args.out or benchlib.RESULTS / "signals.json"
     threads = torch.get_num_threads()
     load_before = benchlib.load_average()
     tok = load_tokenizer(MODEL)

@@ -19,7 +19,7 @@ phase's wall time, process start and imports included, is recorded beside it). S
 so a drift in the machine's load cancels. From the per-job seconds it projects the whole stage for a plan with
 `--project-sample` sampling and `--project-score` scoring jobs (default: the default study's 9 and 10):
 local = n x (local seconds per job), Ray = ceil(n / cores) x (Ray seconds per round).
-Writes bench/results/signals_parallel.json with the CPU (leakaudit.envinfo.cpu_info).
+Writes bench/results/signals_parallel.json (bench/benchlib.py's schema).
 
     python bench/bench_signals_parallel.py --run runs/sweep/regime_medical_prepared_offline4_seed0   # ~10 min on 2 cores
 """
@@ -37,13 +37,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from leakaudit.envinfo import cpu_info
+import benchlib
 from leakaudit.io import is_done
 from leakaudit.membership import PLAN_FILE
 from leakaudit.rundir import RunDir
 from pinned_processes import core_groups, start_pinned, wait_for_json
-
-HERE = Path(__file__).resolve().parent
 
 
 def _config(run: Path, at: Path) -> dict:
@@ -156,11 +154,10 @@ def project(runs: list[dict], n_jobs: dict[str, int], n_cores: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = benchlib.parser("signals_parallel", __doc__)
     ap.add_argument("--run", help="a run directory whose students are trained (models/<id>/DONE)")
     ap.add_argument("--project-sample", type=int, default=9, help="sampling jobs of the stage to project (targets)")
     ap.add_argument("--project-score", type=int, default=10, help="scoring jobs of the stage to project (models)")
-    ap.add_argument("--out", default=str(HERE / "results" / "signals_parallel.json"))
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--config-json", help=argparse.SUPPRESS)
     ap.add_argument("--fresh-json", help=argparse.SUPPRESS)
@@ -171,6 +168,7 @@ def main() -> None:
         return
     if not args.run:
         ap.error("--run is required")
+    load = benchlib.load_average()
     run = Path(args.run)
     cores = sorted(os.sched_getaffinity(0))
     targets, fresh = choose_jobs(run, len(cores))
@@ -179,12 +177,11 @@ def main() -> None:
         for shape in ("local", "ray", "ray", "local"):
             runs.append(run_shape(shape, run, targets, fresh, cores, Path(tmp)))
             print(json.dumps({"shape": shape, **{p: v["wall_s"] for p, v in runs[-1]["phases"].items()}}), flush=True)
-    result = {"command": " ".join(["python bench/bench_signals_parallel.py", *sys.argv[1:]]),
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "run": str(run), "cores": cores,
-              "cpu": cpu_info(), "targets": targets, "scores": fresh, "runs": runs,
-              "projection": project(runs, {"sample": args.project_sample, "score": args.project_score}, len(cores))}
-    Path(args.out).write_text(json.dumps(result, indent=2))
-    print(json.dumps(result["projection"]))
+    metrics = {"command": " ".join(["python bench/bench_signals_parallel.py", *sys.argv[1:]]), "cores": cores,
+               "targets": targets, "scores": fresh, "runs": runs,
+               "projection": project(runs, {"sample": args.project_sample, "score": args.project_score}, len(cores))}
+    benchlib.write_result(args.out, "signals_parallel", params=vars(args), metrics=metrics, load_before=load)
+    print(json.dumps(metrics["projection"]))
 
 
 if __name__ == "__main__":

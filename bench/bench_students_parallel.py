@@ -20,7 +20,6 @@ Writes bench/results/students_parallel.json with the CPU (leakaudit.envinfo.cpu_
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -29,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from leakaudit.envinfo import cpu_info
+import benchlib
 from pinned_processes import core_groups, start_pinned, wait_for_json
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +47,7 @@ def run_shape(shape: str, cores: list[int], steps: int, workdir: Path, model: st
     outs, wall = wait_for_json(procs, f"{shape}: bench_opd_step")
     per_process = []
     for o in outs:
-        run = o["runs"][0]
+        run = o["metrics"]["runs"][0]
         per_process.append({"step_seconds": [round(s, 2) for s in run["step_seconds"]],
                             "completion_tokens": run["completion_tokens"]})
     steps_s = [s for p in per_process for s in p["step_seconds"]]
@@ -59,11 +58,11 @@ def run_shape(shape: str, cores: list[int], steps: int, workdir: Path, model: st
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = benchlib.parser("students_parallel", __doc__)
     ap.add_argument("--steps", type=int, default=2, help="measured steps per process (after one warm-up step)")
     ap.add_argument("--model", default="smollm2-135m", help="bench_opd_step.py's --model ('tiny' for a smoke run)")
-    ap.add_argument("--out", default=str(HERE / "results" / "students_parallel.json"))
     args = ap.parse_args()
+    load = benchlib.load_average()
     cores = sorted(os.sched_getaffinity(0))
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,12 +70,11 @@ def main() -> None:
             runs.append(run_shape(shape, cores, args.steps, Path(tmp), args.model))
             print(json.dumps({k: v for k, v in runs[-1].items() if k != "per_process"}), flush=True)
     tput = {s: statistics.fmean(r["steps_per_hour"] for r in runs if r["shape"] == s) for s in ("local", "ray")}
-    result = {"command": " ".join(["python bench/bench_students_parallel.py", *sys.argv[1:]]), "model": args.model,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": cores, "cpu": cpu_info(),
-              "runs": runs, "steps_per_hour": {k: round(v, 1) for k, v in tput.items()},
-              "students_stage_wall_ratio_local_over_ray": round(tput["ray"] / tput["local"], 2)}
-    Path(args.out).write_text(json.dumps(result, indent=2))
-    print(json.dumps({k: result[k] for k in ("steps_per_hour", "students_stage_wall_ratio_local_over_ray")}))
+    metrics = {"command": " ".join(["python bench/bench_students_parallel.py", *sys.argv[1:]]), "cores": cores,
+               "runs": runs, "steps_per_hour": {k: round(v, 1) for k, v in tput.items()},
+               "students_stage_wall_ratio_local_over_ray": round(tput["ray"] / tput["local"], 2)}
+    benchlib.write_result(args.out, "students_parallel", params=vars(args), metrics=metrics, load_before=load)
+    print(json.dumps({k: metrics[k] for k in ("steps_per_hour", "students_stage_wall_ratio_local_over_ray")}))
 
 
 if __name__ == "__main__":

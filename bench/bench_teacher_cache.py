@@ -14,17 +14,15 @@ teacher):
     python bench/bench_teacher_cache.py                       # tiny and smollm2-135m (real weights)
     python bench/bench_teacher_cache.py --shapes tiny --threads 1
     python bench/bench_teacher_cache.py --random-weights      # 135M shape, random init from its config.json
-Writes bench/results/teacher_cache.json (ratios, load averages, thread count).
+Writes bench/results/teacher_cache.json (bench/benchlib.py's schema: ratios, load averages, thread count).
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import json
 import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -33,6 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+
+import benchlib
 
 
 def _now() -> float:
@@ -245,11 +245,10 @@ def train_steps(model_dir: str, records, *, new_tokens: int, steps: int, work: P
 
 
 def main() -> None:
-    from leakaudit.envinfo import library_versions
     from leakaudit.models import load_tokenizer
     from leakaudit.prompting import student_prompt_ids, teacher_prompt_ids
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("teacher_cache", __doc__)
     ap.add_argument("--shapes", default="tiny,smollm2-135m")
     ap.add_argument("--random-weights", action="store_true", help="135M shape with random weights")
     ap.add_argument("--batch", type=int, default=8)
@@ -257,14 +256,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="measured steps per training run (after step 0)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds of the teacher-forward timing")
     ap.add_argument("--order", default="off,on,on,off", help="training runs, cache off/on, in this order")
-    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     ap.add_argument("--teacher-forward-only", action="store_true",
                     help="rerun measurement 1 only and replace it in the existing --out JSON (training runs kept)")
     ap.add_argument("--note", default="", help="free text stored in the JSON (e.g. that the machine was loaded)")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "teacher_cache.json"))
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    benchlib.apply_threads(args)
+    load = benchlib.load_average()
 
     records = bench_records(args.batch)
     tok = load_tokenizer("smollm2-135m")
@@ -280,15 +277,15 @@ def main() -> None:
             work.mkdir()
             model_dir = build_models(shape, work, args.random_weights)
             print(f"{shape}: {model_dir}", flush=True)
-            load_before = os.getloadavg()
+            load_before = benchlib.load_average()
             t0 = time.time()
             tf = teacher_forward(model_dir, records, new_tokens=args.new_tokens, rounds=args.rounds)
             if args.teacher_forward_only:
                 old = json.loads(Path(args.out).read_text(encoding="utf-8"))
-                old["shapes"][shape]["teacher_forward"] = {
-                    **tf, "rerun": {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"), "loadavg_before": load_before,
-                                    "loadavg_after": os.getloadavg(), "torch_threads": torch.get_num_threads()}}
-                Path(args.out).write_text(json.dumps(old, indent=2) + "\n", encoding="utf-8")
+                old["metrics"]["shapes"][shape]["teacher_forward"] = {
+                    **tf, "rerun": {"params": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                                    "machine": benchlib.machine(load_before)}}
+                benchlib.write_json(args.out, old)
                 print(f"updated {args.out}")
                 continue
             tr = train_steps(model_dir, records, new_tokens=args.new_tokens, steps=args.steps, work=work,
@@ -304,15 +301,8 @@ def main() -> None:
                   f"{tr['breakdown_steady']['off']['fraction']['teacher_forward']:.3f}", flush=True)
     if args.teacher_forward_only:
         return
-    result["machine"] = {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                         "torch_threads": torch.get_num_threads(),
-                         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "loadavg_end": os.getloadavg()}
-    result["versions"] = library_versions()
-    result["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    benchlib.write_result(args.out, "teacher_cache", params=vars(args), metrics=result, load_before=load)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

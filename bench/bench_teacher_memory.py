@@ -7,7 +7,7 @@ in a fresh subprocess so that ru_maxrss is that configuration's own high-water m
 ~21 GB resident on this 24 GB machine.
 
     python bench/bench_teacher_memory.py                 # smollm2-135m, batch 8, micro 8 / 4 / 2 / 1
-    python bench/bench_teacher_memory.py --json bench/results/teacher_memory.json
+Writes bench/results/teacher_memory.json (bench/benchlib.py's schema; --out elsewhere).
 
 Each row also says what stays resident once the step is over (the driver's case: it prepares the teacher, then
 waits on Ray workers): after the step, after freeing the model, and after leakaudit.memory.release_freed_memory.
@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+import benchlib
 
 
 def one(model_ref: str, batch: int, micro: int) -> dict:
@@ -65,30 +64,29 @@ def one(model_ref: str, batch: int, micro: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = benchlib.parser("teacher_memory", __doc__)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--micro", type=int, nargs="+", default=[8, 4, 2, 1])
-    ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    benchlib.apply_threads(args)
     if args.child is not None:
         print(json.dumps(one(args.model, args.batch, args.child)))
         return
+    load = benchlib.load_average()
+    threads = ["--threads", str(args.threads)] if args.threads is not None else []
     rows = []
     for micro in args.micro:
         proc = subprocess.run([sys.executable, __file__, "--model", args.model, "--batch", str(args.batch),
-                               "--child", str(micro)], capture_output=True, text=True, check=True)
+                               "--child", str(micro), *threads], capture_output=True, text=True, check=True)
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         r = rows[-1]
         print(f"micro {micro}: peak RSS {r['peak_rss_mb']} MB (after load {r['peak_rss_mb_after_load']}), "
               f"{r['seconds']} s, loss {r['loss']}; resident after the step {r['rss_mb_after_step']} MB, "
               f"model freed {r['rss_mb_after_free']} MB, trimmed {r['rss_mb_after_trim']} MB", flush=True)
-    result = {"rows": rows, "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-              "loadavg": os.getloadavg(), "torch_threads": os.environ.get("OMP_NUM_THREADS", "default")}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    benchlib.write_result(args.out, "teacher_memory", params=vars(args), metrics={"rows": rows}, load_before=load)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@ Calibrates the per-stage FLOP rates of a machine class on stored runs (leakaudit
 FLOPs, token lengths measured on their records, regenerated from each run's study.yaml and seed as the dry run does),
 stores them in leakaudit/cost_rates.json (what the dry run reads, one entry per machine class), then predicts other
 stored runs of the same machine class from their study.yaml alone and writes predicted vs measured seconds per stage
-to bench/results/cost_check.json. Trains and scores nothing. A stored run is a folder of results/ (its study.yaml,
-its metrics.json for the machine it ran on, its stage_times.log).
+to bench/results/cost_check.json (bench/benchlib.py's schema). Trains and scores nothing. A stored run is a folder of
+results/ (its study.yaml, its metrics.json for the machine it ran on, its stage_times.log).
 
     python bench/cost_check.py [--calibrate RUN RUN] [--check RUN ...]
     python bench/cost_check.py --calibrate regime_math_prepared_e8_offline8_seed5 \
@@ -14,7 +14,6 @@ its metrics.json for the machine it ran on, its stage_times.log).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import re
@@ -22,8 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RUNS = REPO / "results"
+import benchlib
+
+RUNS = benchlib.REPO / "results"
 STAGE_LINE = re.compile(r"^\[(\w+)\] done in ([0-9.]+) s")
 
 
@@ -85,15 +85,15 @@ def preset_estimates(gpu: str = "H100") -> dict:
 def main(argv: list[str] | None = None) -> int:
     from leakaudit.cost import read_rates, seconds_here, write_rates
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = benchlib.parser("cost_check", __doc__)
     ap.add_argument("--calibrate", nargs="+", default=["regime_math_prepared_e8_seed2", "cpu-full-math_seed1"],
                     help="runs whose stage times fit the rates (two with different job counts fit the overhead)")
     ap.add_argument("--check", nargs="*", default=["cpu-full-math_seed0", "regime_math_prepared_e8_seed1",
                                                    "regime_code_prepared_e8_seed2", "cpu-full-code_seed0"],
                     help="runs made from scratch (no students or teacher reused from another run)")
     ap.add_argument("--rates-out", type=Path, default=None, help="default: leakaudit/cost_rates.json")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "cost_check.json")
     a = ap.parse_args(argv)
+    load = benchlib.load_average()
 
     from leakaudit.cost import fit_rates
 
@@ -127,9 +127,10 @@ def main(argv: list[str] | None = None) -> int:
               + f"; total {tot_p:.0f} / {tot_m:.0f} s ({row['total']['ratio']})")
     if not rows:
         return 0
-    a.out.write_text(json.dumps({"calibration": doc, "checks": rows, "gpu_presets": preset_estimates(),
-                                 "note": "predicted = FLOPs (leakaudit.cost) / the calibration run's FLOP rate per "
-                                         "stage; measured = the run's stage_times.log"}, indent=2) + "\n")
+    metrics = {"calibration": doc, "checks": rows, "gpu_presets": preset_estimates(),
+               "note": "predicted = FLOPs (leakaudit.cost) / the calibration run's FLOP rate per stage; measured = "
+                       "the run's stage_times.log"}
+    benchlib.write_result(a.out, "cost_check", params=vars(a), metrics=metrics, load_before=load)
     return 0
 
 

@@ -32,10 +32,11 @@ kept (a part saves its record after every measurement):
                is not importable (its wheel, ~70 MB, does not fit the 64 MiB carry, so bench/gpu_wheels.sh leaves
                it out: this part runs only on an image that has ray). Not in the --cpu-smoke parts.
 
-Writes <out>/gpu_check.json (everything) and <out>/gpu_check.log (every part's own output), prints one line per
-part and a summary. `--cpu-smoke` runs every part on the CPU at small shapes (the qwen shape shrunk to 2 layers x
-64 wide, keeping its Qwen2 architecture) so that tests/test_gpu_check.py keeps the script from rotting;
-`--in-process` runs the parts in this process (faster, no per-part timeouts; used by the test).
+Writes <out>/gpu_check.json (everything, in bench/benchlib.py's schema: the parts, the summary and the budget as
+metrics; the machine record leaves the device to the env part) and <out>/gpu_check.log (every part's own output),
+prints one line per part and a summary. `--cpu-smoke` runs every part on the CPU at small shapes (the qwen shape
+shrunk to 2 layers x 64 wide, keeping its Qwen2 architecture) so that tests/test_gpu_check.py keeps the script from
+rotting; `--in-process` runs the parts in this process (faster, no per-part timeouts; used by the test).
 
 Run on the GPU machine through bench/gpu_check.sh (it installs the carried wheels and sets the environment).
 """
@@ -57,6 +58,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+import benchlib
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "bench" / "configs"
@@ -789,6 +792,12 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(work / stale, ignore_errors=True)
     (work / "parts").mkdir(parents=True, exist_ok=True)
     parts = args.parts or (SMOKE_PARTS if args.cpu_smoke else PARTS)
+    load = benchlib.load_average()
+    params = {k: v for k, v in vars(args).items() if k not in ("part", "result")}
+
+    def save() -> None:  # no CUDA in this process: the parts' own processes use the GPU
+        benchlib.write_result(json_path, "gpu_check", params=params, metrics=report, load_before=load, device=False)
+
     started = time.time()
     report: dict[str, Any] = {"what": "bench/gpu_check.py", "mode": "cpu-smoke" if args.cpu_smoke else
                               "gpu", "budget_s": args.budget_s, "parts": {},
@@ -828,13 +837,13 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
             rec["part_seconds"] = round(time.time() - t, 2)
             report["parts"][name] = rec
             report["elapsed_s"] = round(time.time() - started, 1)
-            _write_json(json_path, report)
+            save()
             status = "ok" if rec.get("ok") else ("TIMEOUT" if rec.get("timed_out") else "FAILED")
             log(f"[gpu_check] {name}: {status} in {rec['part_seconds']:.1f} s"
                 + ("" if rec.get("ok") else f": {str(rec.get('error', rec.get('skipped', '')))[-300:]}"))
     report["summary"] = summarise(report)
     report["elapsed_s"] = round(time.time() - started, 1)
-    _write_json(json_path, report)
+    save()
     log("\n".join(report["summary"]))
     log(f"[gpu_check] wrote {json_path} and {out / 'gpu_check.log'} ({report['elapsed_s']} s)")
     return report

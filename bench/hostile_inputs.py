@@ -2,16 +2,16 @@
 nothing written, does it raise something else (a traceback), is it accepted (the run gets past its checks and
 writes its records and plan), are the user's own files changed, is anything written outside the run directory?
 
-    PYTHONPATH=. OMP_NUM_THREADS=1 python bench/hostile_inputs.py [--json OUT]
+    PYTHONPATH=. OMP_NUM_THREADS=1 python bench/hostile_inputs.py [--out OUT]
 
 Runs on the tiny random Llama; each study or audit stops after its plan stage (Study.run_all(until="plan")), so a
 case that the checks let through counts as accepted without training anything. Meant to be run on two checkouts
-(PYTHONPATH pointing at each) to compare before and after.
+(PYTHONPATH pointing at each) to compare before and after. Writes bench/results/hostile_inputs.json
+(bench/benchlib.py's schema: the totals and every case as metrics).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import socket
@@ -21,6 +21,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from io import StringIO
 from pathlib import Path
 from typing import Callable
+
+import benchlib
 
 GOOD = {"domain": "math", "prompt": "What is 2 + 2?", "privileged": "2 + 2 = 4."}
 INPUTS = ("cands.jsonl", "pop.jsonl", "in.jsonl", "custom/")
@@ -221,9 +223,8 @@ def run_case(case: Case) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
+    args = benchlib.parser("hostile_inputs", __doc__).parse_args()
+    load = benchlib.load_average()
     results = [run_case(c) for c in CASES]
     for r in results:
         flag = "clean exit 2" if r["clean"] else r["outcome"]
@@ -238,8 +239,8 @@ def main() -> None:
               "cases_losing_user_files": sum(bool(r["user_files_lost"]) for r in results),
               "cases_writing_outside": sum(bool(r["written_outside"]) for r in results)}
     print(json.dumps(totals))
-    if args.json:
-        args.json.write_text(json.dumps({"totals": totals, "cases": results}, indent=2) + "\n")
+    benchlib.write_result(args.out, "hostile_inputs", params=vars(args), metrics={"totals": totals, "cases": results},
+                          load_before=load)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ to choose a recipe. It reads membership labels, so it belongs on a development s
 seed a result is reported on.
 
 The run directory is the sweep point's own (runs/sweep/<point>_seed<N>, same config as `python
-bench/sweep_signal.py --points <point> --seed <N>`): this stops after the teacher stage, trains one student of
+experiments/sweep_signal.py --points <point> --seed <N>`): this stops after the teacher stage, trains one student of
 that run (default: its first) through `Study.train_one` with an epoch hook, and the sweep point, run later,
 reuses both (its stage markers and the student's DONE). Under a constant learning rate without warm-up (the
 regime's), the first k epochs of an 8-epoch student are a k-epoch student's (plan_steps draws each epoch's
@@ -28,7 +28,6 @@ order from (seed, epoch)), so epoch 3 of the curve is the 3-pass default recipe'
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import time
 from pathlib import Path
@@ -44,16 +43,8 @@ from leakaudit.signals.backend import open_backend
 from leakaudit.signals.hf_backend import HFBackend
 from leakaudit.study import Study
 from kl_curve import ref_logps
+from sweep_signal import POINTS
 from training_evidence import at_cap_by_epoch, kl_by_epoch
-
-
-def _sweep_points() -> dict[str, list[str]]:
-    """bench/sweep_signal.py's POINTS (the sweep's named config overrides), loaded from its file."""
-    path = Path(__file__).resolve().parents[1] / "bench" / "sweep_signal.py"
-    spec = importlib.util.spec_from_file_location("sweep_signal", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.POINTS
 
 
 def epoch_row(epoch: int, logp: list[float], base: list[float], is_member: list[bool], seconds: float) -> dict:
@@ -87,7 +78,7 @@ def main() -> None:
 
     name = f"{args.point}_seed{args.seed}"
     extra = [*args.extra, f"seed={args.seed}"]
-    cfg = load_config(preset=args.preset, overrides=[*_sweep_points()[args.point], *extra, f"name={name}",
+    cfg = load_config(preset=args.preset, overrides=[*POINTS[args.point], *extra, f"name={name}",
                                                      "out_root=runs/sweep"])
     started = time.time()
     study = Study(cfg, log=lambda m: print(m, flush=True))

@@ -5,7 +5,7 @@
     python experiments/results_tables.py            # rewrite the tables in place
     python experiments/results_tables.py --check    # exit 1 when a stored table differs from what the scores give
 
-Each row reads one design's runs together (bench/pool_runs.py's pooled_tables: targets of several seeds kept apart,
+Each row reads one design's runs together (experiments/pool_runs.py's pooled_tables: targets of several seeds kept apart,
 mean per-target AUROC with a two-level bootstrap, paired difference on the same resamples), with the bootstrap
 settings the runs' reports used.
 """
@@ -13,23 +13,16 @@ settings the runs' reports used.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+import pool_runs  # a sibling: experiments/ is on the path of a script run from it
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
-
-
-def _pool_runs():
-    """bench/pool_runs.py as a module (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("pool_runs", ROOT / "bench" / "pool_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # table -> rows: (design label, domain, run folder names under results/)
@@ -107,7 +100,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare, write nothing")
     args = ap.parse_args()
-    pool = _pool_runs()
+    pool = pool_runs
     texts = {f: (ROOT / f).read_text(encoding="utf-8") for f in set(FILES.values())}
     new = dict(texts)
     for name, f in FILES.items():

@@ -324,16 +324,18 @@ def audit(
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A finished run directory."),
            redact: bool = typer.Option(False, help="Replace privileged texts with [redacted]."),
-           n_boot: int = typer.Option(1000), seed: int = typer.Option(0),
-           n_perm: int = typer.Option(100, min=0, help="Relabellings of the blind text null (seeded by --seed).")
+           n_boot: int = typer.Option(1000, help="Bootstrap resamples of every CI."), seed: int = typer.Option(0),
+           n_perm: Optional[int] = typer.Option(None, min=0, help="Relabellings of the blind text null (seeded by "
+                                                "--seed); default 50, or 20 per domain where that is more.")
            ) -> None:
-    """Rebuild metrics and the HTML report from stored scores."""
+    """Rebuild metrics and the HTML report from stored scores, one line per step on stderr (a bar on a terminal)."""
     from leakaudit.errors import InputError
     from leakaudit.report import build_report
+    from leakaudit.report.steps import ReportSteps
 
     if not (run_dir / "scores.parquet").is_file():
         raise InputError("no scores.parquet (run the study's attacks stage first)", path=str(run_dir))
-    path = build_report(run_dir, redact=redact, n_boot=n_boot, seed=seed, n_perm=n_perm)
+    path = build_report(run_dir, redact=redact, n_boot=n_boot, seed=seed, n_perm=n_perm, steps=ReportSteps())
     print_headline(run_dir)
     typer.echo(f"report: {path}")
 

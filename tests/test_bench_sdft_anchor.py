@@ -23,7 +23,9 @@ def test_smoke_tiny_both_sides(tmp_path):
     out = tmp_path / "sdft_anchor.json"
     mod.main(["--model", "tiny", "--steps", "2", "--batch", "2", "--new-tokens", "4", "--order", "ours,trl",
               "--work", str(tmp_path / "work"), "--out", str(out)])
-    result = json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["name"] == "sdft_anchor" and doc["params"]["steps"] == 2
+    result = doc["metrics"]
     sides = result["sides"]
     assert set(sides) == {"ours", "trl"}
     for side in ("ours", "trl"):
@@ -45,4 +47,4 @@ def test_smoke_tiny_both_sides(tmp_path):
         assert all(k.startswith("bfloat16") for v in dtypes.values() for k in v)
         assert set(dtypes["student_forward"]) == set(dtypes["teacher_forward"]) == {"bfloat16 (autocast on)"}
     assert set(trl["precision"]["linear_output_dtypes_warmup_step"]["rollout"]) == {"bfloat16 (autocast on)"}
-    assert result["machine"]["cpu"]["flags"] and result["machine"]["loadavg_start"]
+    assert doc["machine"]["cpu"]["flags"] and doc["machine"]["loadavg_before"]

@@ -300,9 +300,19 @@ def test_report_stage_hashes_the_null_file(tmp_path):
     assert study.run.blind_text_null.name == "blind_text_null.csv"
 
 
-def test_cli_default_matches_the_library_default():
+def test_the_commands_default_is_the_report_count_and_the_study_stage_keeps_its_own(tmp_path):
+    """`leakaudit report` leaves --n-perm unset: build_report then takes report_permutations of the run's domains
+    (fewer relabellings, so the command finishes in under a minute); a study's report stage keeps
+    BLIND_NULL_PERMUTATIONS, build_report's own default."""
     import inspect
 
+    from fake_run import write_fake_run
     from leakaudit.cli import report
+    from leakaudit.report.blind_null import report_permutations
 
-    assert inspect.signature(report).parameters["n_perm"].default.default == BLIND_NULL_PERMUTATIONS
+    assert inspect.signature(report).parameters["n_perm"].default.default is None
+    assert inspect.signature(build_report).parameters["n_perm"].default == BLIND_NULL_PERMUTATIONS
+    root = write_fake_run(tmp_path / "run")
+    build_report(root, n_boot=20, n_perm=None)
+    meta = json.loads((root / "metrics.json").read_text())
+    assert meta["blind_text_null"]["n_perm"] == report_permutations(2)  # the fake run's two domains

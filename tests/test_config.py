@@ -85,11 +85,11 @@ def test_every_study_preset_reads_leaky_against_offline_references_with_48_candi
 
 
 def test_every_sweep_point_is_a_valid_config():
-    """Each bench/sweep_signal.py point resolves on top of preset quick (a mistyped key or value raises ConfigError
-    here instead of hours into a sweep), and each point's overrides reach the config it names."""
-    from conftest import bench_script
+    """Each experiments/sweep_signal.py point resolves on top of preset quick (a mistyped key or value raises
+    ConfigError here instead of hours into a sweep), and each point's overrides reach the config it names."""
+    from conftest import experiment_script
 
-    sweep = bench_script("sweep_signal")
+    sweep = experiment_script("sweep_signal")
     for name, overrides in sweep.POINTS.items():
         cfg = load_config(preset="quick", overrides=[*overrides, f"name={name}"]).to_dict()
         for key, value in dict(o.split("=", 1) for o in overrides).items():  # a later override of a key wins

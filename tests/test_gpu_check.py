@@ -36,7 +36,9 @@ def test_cpu_smoke_runs_every_part(tmp_path):
     start = time.time()
     res = _run(["--cpu-smoke", "--in-process", "--out", str(out), "--work", str(work)], timeout=170)
     seconds = time.time() - start
-    report = json.loads((out / "gpu_check.json").read_text())
+    doc = json.loads((out / "gpu_check.json").read_text())
+    assert doc["name"] == "gpu_check" and doc["params"]["cpu_smoke"] is True and doc["machine"]["cpu"]["tag"]
+    report = doc["metrics"]
     assert res.returncode == 0, (res.stdout[-3000:], {k: v.get("error") for k, v in report["parts"].items()})
     parts = report["parts"]
     assert list(parts) == ["env", "models", "logprobs", "opd", "signals", "study_tiny"]
@@ -64,7 +66,7 @@ def test_failure_timeout_and_budget_are_reported(tmp_path):
     res = _run(["--parts", "_fail", "_sleep", "env", "--limit-scale", "0.05", "--budget-s", "9", "--min-part-s", "1",
                 "--out", str(out), "--work", str(work)], timeout=60, GPU_CHECK_SLEEP_S="20")
     assert res.returncode == 1
-    parts = json.loads((out / "gpu_check.json").read_text())["parts"]
+    parts = json.loads((out / "gpu_check.json").read_text())["metrics"]["parts"]
     assert parts["_fail"]["ok"] is False and "planted failure" in parts["_fail"]["error"]
     assert parts["_fail"]["started"] is True  # what a part recorded before failing is kept
     assert parts["_sleep"]["timed_out"] is True and parts["_sleep"]["started"] is True
@@ -134,7 +136,7 @@ def test_multi_gpu_part_says_why_it_skips_without_two_gpus(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     res = _run(["--cpu-smoke", "--in-process", "--parts", "opd_multi", "--out", str(out), "--work", str(work)],
                timeout=120)
-    report = json.loads((out / "gpu_check.json").read_text())
+    report = json.loads((out / "gpu_check.json").read_text())["metrics"]
     part = report["parts"]["opd_multi"]
     assert res.returncode == 0 and part["ok"], res.stdout[-2000:]
     assert part["gpus_visible"] == 0 and "needs 2 or more" in part["skipped"]

@@ -10,7 +10,7 @@ import pytest
 from filelock import FileLock
 from sklearn.metrics import roc_auc_score
 
-from conftest import bench_script
+from conftest import experiment_script
 from fake_run import fake_scores
 from leakaudit.cli import main
 from leakaudit.config import dump_config, load_config, restrict_domains
@@ -166,10 +166,10 @@ def test_pool_again_from_the_same_shards_rewrites_the_same_metrics(pooled):
 
 
 def test_run_table_reads_a_pool_of_several_domains(pooled):
-    """bench/run_table.py on a pool: the pooled rows are the level over all domains by default (it failed on a
+    """experiments/run_table.py on a pool: the pooled rows are the level over all domains by default (it failed on a
     pool before: the domain level has one row per domain), or one domain's with domain='math'."""
     out, _ = pooled
-    run_table = bench_script("run_table")
+    run_table = experiment_script("run_table")
     m = pd.read_csv(out / "metrics.csv")
     real = ~m.null_check.astype(bool)
     every = m[(m.level == "target_mean") & (m.label == "leaky") & (m.domain == "*") & real].iloc[0]
@@ -284,7 +284,7 @@ def test_pool_refuses_a_shard_or_pooled_directory_another_process_holds(tmp_path
 
 def test_run_table_says_when_tpr_at_1pct_is_not_resolvable():
     """1% of 96 negatives is under one false positive: the run table says so instead of printing the TPR at FPR 0."""
-    run_table = bench_script("run_table")
+    run_table = experiment_script("run_table")
     key = "TPR@1% FPR, normalised pool: leaky@offline / fresh_loss / LOSS / RMIA (negatives)"
     assert run_table.column(REPO / "results" / "regime_math_prepared_e8_offline8_seed4")[key] == \
         "not resolvable (96 negatives)"

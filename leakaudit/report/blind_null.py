@@ -33,7 +33,9 @@ the warning fall back to the CI rule, and it says so.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -42,10 +44,13 @@ from leakaudit.metrics import POOLED, auroc, permutation_null
 
 BLIND_ATTACK = "blind_text"
 BLIND_NULL_PERMUTATIONS = 100
-"""Random relabellings when there are more distinct ones than this (else every one is enumerated). Each one refits the
-5-fold classifier on every target, which is most of what `leakaudit report` costs: 200 took 111 of the report's 122 s
-on a stored 8-target run on 2 busy cores, so the default is 100 to keep a report under a minute (more with --n-perm).
-The smallest sampled p-value is 1/101, below the 0.05 warning level (and 0.05/3 for three domains)."""
+"""Random relabellings when there are more distinct ones than this (else every one is enumerated), in a study's
+report stage. Each one refits the 5-fold classifier on every target, which is most of what a report costs. The
+smallest sampled p-value is 1/101, below the 0.05 warning level (and 0.05/3 for three domains)."""
+REPORT_PERMUTATIONS = 50
+"""`leakaudit report`'s default relabellings (more with --n-perm): 100 took 75 s of the command's 85 s on a stored
+8-target run on 2 busy cores (bench/results/report_time.json). The smallest sampled p-value, 1/51, is below the
+warning level of one or two domains; `report_permutations` raises the count where a run has more."""
 ALPHA = 0.05
 REFIT_ATOL = 1e-6
 """Refitting blind_text with the real labels must reproduce the stored scores to this (probabilities)."""
@@ -55,21 +60,28 @@ COLUMNS = ["label", "attack", "params", "level", "domain", "target", "n_targets"
            "seed", "permutation", "status"]
 
 
+def report_permutations(n_domains: int, alpha: float = ALPHA) -> int:
+    """`leakaudit report`'s default relabellings for a run of `n_domains` tested domains: REPORT_PERMUTATIONS, or the
+    fewest whose smallest sampled p-value, 1/(n+1), is below the warning level alpha/k where that is more."""
+    return max(REPORT_PERMUTATIONS, math.ceil(max(n_domains, 1) / alpha))
+
+
 def blind_text_null(scores: pd.DataFrame, texts: dict[str, str] | None, *, n_perm: int = BLIND_NULL_PERMUTATIONS,
-                    seed: int = 0) -> pd.DataFrame:
+                    seed: int = 0, tick: Callable[[], None] | None = None) -> pd.DataFrame:
     """The permutation null of every blind_text label in `scores` (normalised, labelled score rows).
 
     texts: record_id -> the text blind_text saw (the record's `privileged`, from records.jsonl); None = not
     available. Rows in COLUMNS order; auroc_lo / auroc_hi are left NaN (`attach_ci` copies them from metrics).
-    status "ok", or why the null was not computed (its columns NaN then).
+    status "ok", or why the null was not computed (its columns NaN then). tick() is called after each relabelling.
     """
     name = scores["attack_name"] if "attack_name" in scores else scores["attack"]
     blind = scores[(name == BLIND_ATTACK) & ~scores["null_check"].astype(bool) & scores["is_member"].notna()]
-    frames = [_one_label(g, texts, n_perm=n_perm, seed=seed) for _, g in blind.groupby("label", sort=True)]
+    frames = [_one_label(g, texts, n_perm=n_perm, seed=seed, tick=tick) for _, g in blind.groupby("label", sort=True)]
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS))[COLUMNS]
 
 
-def _one_label(rows: pd.DataFrame, texts: dict[str, str] | None, *, n_perm: int, seed: int) -> pd.DataFrame:
+def _one_label(rows: pd.DataFrame, texts: dict[str, str] | None, *, n_perm: int, seed: int,
+               tick: Callable[[], None] | None = None) -> pd.DataFrame:
     from attacks import AttackInputs, run_attack
     from leakaudit.attack_errors import user_errors_from_attacks
 
@@ -135,6 +147,8 @@ def _one_label(rows: pd.DataFrame, texts: dict[str, str] | None, *, n_perm: int,
                     if memo_key not in memo:  # a label vector seen before is the same fit (seeded folds)
                         memo[memo_key] = fit(key, y[key])
                     s[key] = memo[memo_key]
+            if tick is not None:
+                tick()
             return stats_of(y, s)
 
         null = permutation_null(statistic, [g["codes"] for g in groups], observed, n_perm=n_perm, seed=seed)

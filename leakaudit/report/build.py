@@ -23,7 +23,7 @@ from leakaudit.report import html as H
 from leakaudit.report import plots
 from leakaudit.report.api_section import api_section, load_api
 from leakaudit.report.blind_null import (BLIND_NULL_PERMUTATIONS, attach_ci, blind_text_null, blind_text_verdict,
-                                         read_blind_null)
+                                         read_blind_null, report_permutations)
 from leakaudit.report.health import training_health
 from leakaudit.report.leakmap import leak_map_figure
 from leakaudit.report.load import RunData, candidate_table, load_run, read_records_privileged, read_records_texts
@@ -31,6 +31,7 @@ from leakaudit.envinfo import library_versions
 from leakaudit.report.provenance import file_sha256, run_config_hash, utc_now
 from leakaudit.report.realism_section import realism_section, realism_summary
 from leakaudit.report.redact import Redactor
+from leakaudit.report.steps import ReportSteps
 from leakaudit.report.teacher import literalness_summary, teacher_info, teacher_section
 from leakaudit.report.verdict_section import run_study_verdict, verdict_box
 from leakaudit.rundir import RunDir
@@ -103,12 +104,13 @@ def run_metrics(run: RunData, *, n_boot: int = 200, seed: int = 0) -> pd.DataFra
 
 
 def compute_blind_null(run: RunData, metrics: pd.DataFrame, *, n_perm: int = BLIND_NULL_PERMUTATIONS,
-                       seed: int = 0) -> pd.DataFrame:
-    """`blind_null.blind_text_null` over the run's labelled rows and records.jsonl texts, with the metrics' CIs."""
+                       seed: int = 0, tick=None) -> pd.DataFrame:
+    """`blind_null.blind_text_null` over the run's labelled rows and records.jsonl texts, with the metrics' CIs
+    (tick() after each relabelling)."""
     labelled = run.labelled
     if labelled.empty:
         return blind_text_null(labelled, None, n_perm=n_perm, seed=seed)
-    null = blind_text_null(labelled, read_records_texts(run.root), n_perm=n_perm, seed=seed)
+    null = blind_text_null(labelled, read_records_texts(run.root), n_perm=n_perm, seed=seed, tick=tick)
     return attach_ci(null, metrics)
 
 
@@ -238,17 +240,28 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return _jsonable(df.to_dict(orient="records")) if not df.empty else []
 
 
+def roc_labels(headline: pd.DataFrame, metrics: pd.DataFrame, domain: str, present: set[str]) -> list[str]:
+    """The attacks of `domain`'s ROC panel: its headline's (Leaky and the best baselines, at most plots.MAX_CURVES);
+    where the headline has none there, the plots.MAX_CURVES highest domain-level AUROCs of summarise's rows."""
+    picked = headline[headline["domain"] == domain]["attack"] if not headline.empty else pd.Series(dtype=str)
+    labels = [a for a in dict.fromkeys(picked) if a in present]
+    if not labels and not metrics.empty:
+        rows = metrics[(metrics["level"] == "domain") & (metrics["domain"] == domain) & ~metrics["null_check"]]
+        labels = [a for a in rows.sort_values("auroc", ascending=False)["label"] if a in present]
+    return labels[:plots.MAX_CURVES] or sorted(present)[:plots.MAX_CURVES]
+
+
 def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, leak_map: dict | None,
                 out_dir: Path) -> dict[str, Path]:
     """Every figure as out_dir/<name>.png; returns name -> final path under run/plots."""
     real = run.real
+    families = dict(zip(real["label"], real["family"])) if "family" in real else {}
     made: dict[str, Path] = {}
     if not headline.empty:
-        made["auroc_bars"] = plots.save_png(plots.auroc_bars_figure(headline), out_dir / "auroc_bars.png")
+        made["auroc_bars"] = plots.save_png(plots.auroc_bars_figure(headline, families), out_dir / "auroc_bars.png")
     for domain, g in real.groupby("domain", sort=True):
         name = f"roc_{_slug(domain)}"
-        picked = headline[headline["domain"] == domain]["attack"] if not headline.empty else pd.Series(dtype=str)
-        labels = [a for a in dict.fromkeys(picked) if a in set(g["label"])] or None  # the headline's, at most 6
+        labels = roc_labels(headline, metrics, domain, set(g["label"]))
         made[name] = plots.save_png(plots.roc_figure(normalise_within_target(g), title=str(domain), labels=labels),
                                     out_dir / f"{name}.png")
     if not headline.empty:
@@ -265,75 +278,89 @@ def write_plots(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, lea
 
 
 def build_report(run_dir: str | Path, *, redact: bool = False, n_boot: int = 1000, seed: int = 0,
-                 n_perm: int = BLIND_NULL_PERMUTATIONS, realism: dict | None = None,
-                 balance: list[dict] | None = None, health: list[dict] | None = None) -> Path:
+                 n_perm: int | None = BLIND_NULL_PERMUTATIONS, realism: dict | None = None,
+                 balance: list[dict] | None = None, health: list[dict] | None = None,
+                 steps: ReportSteps | None = None) -> Path:
     """Write metrics.json, metrics.csv, blind_text_null.csv, realism.json (leakaudit.realism.realism_card), plots/*.png
     and report.html into `run_dir`; return report.html's path. `seed` seeds the bootstrap and the blind text null's
-    `n_perm` relabellings.
+    `n_perm` relabellings (None: `blind_null.report_permutations` for the run's domains, `leakaudit report`'s
+    default).
 
     redact=True replaces privileged text (record `privileged` strings, privileged config keys, leak-map tokens and
     prompt) with "[redacted]" in every output. `realism`, `balance` and `health` (the realism card, the design
     check's rows, the training check's rows) are computed from the run directory when None; a pooled run
-    (leakaudit.pool), which holds no plan or models of its own, passes its shards' instead.
+    (leakaudit.pool), which holds no plan or models of its own, passes its shards' instead. `steps` shows each step
+    as it finishes (report.steps; default: nothing).
     """
+    steps = ReportSteps.silent() if steps is None else steps
+    steps.begin(7)
     rd = RunDir(Path(run_dir))
-    run = load_run(rd.root)
-    redactor = Redactor(tuple(read_records_privileged(rd.root))) if redact else None
-    config = redactor.config(run.config) if redactor else run.config
-    leak_map = redactor.leak_map(run.leak_map) if (redactor and run.leak_map) else run.leak_map
+    with steps.step("load scores"):
+        run = load_run(rd.root)
+        redactor = Redactor(tuple(read_records_privileged(rd.root))) if redact else None
+        config = redactor.config(run.config) if redactor else run.config
+        leak_map = redactor.leak_map(run.leak_map) if (redactor and run.leak_map) else run.leak_map
+    if n_perm is None:
+        n_perm = report_permutations(run.real["domain"].nunique() if not run.real.empty else 1)
 
-    metrics, mean_target, headline, rows = metric_tables(run, n_boot=n_boot, seed=seed)
-    study_verdict = run_study_verdict(run)
-    nulls, negatives = null_check_table(metrics), negatives_table(metrics)
-    blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed)
-    verdict = blind_text_verdict(blind)
-    balance = design_check(rd, run.config) if balance is None else balance
-    health = training_health(rd.root / "models") if health is None else health
-    teacher_lit, sample_lit = load_literalness(rd.root)
-    teacher = teacher_info(rd.root, run.config, teacher_lit)
-    realism = realism_card(rd.root) if realism is None else realism
+    with steps.step(f"metrics: {n_boot} bootstrap resamples"):
+        metrics, mean_target, headline, rows = metric_tables(run, n_boot=n_boot, seed=seed)
+    with steps.step("study verdict"):
+        study_verdict = run_study_verdict(run)
+        nulls, negatives = null_check_table(metrics), negatives_table(metrics)
+    with steps.step(f"blind text null: {n_perm} relabellings") as tick:
+        blind = compute_blind_null(run, metrics, n_perm=n_perm, seed=seed, tick=tick)
+        verdict = blind_text_verdict(blind)
+    with steps.step("checks: design, training, teacher, realism"):
+        balance = design_check(rd, run.config) if balance is None else balance
+        health = training_health(rd.root / "models") if health is None else health
+        teacher_lit, sample_lit = load_literalness(rd.root)
+        teacher = teacher_info(rd.root, run.config, teacher_lit)
+        realism = realism_card(rd.root) if realism is None else realism
 
-    with staging_dir(rd.plots) as tmp_plots:
+    with steps.step("plots"), staging_dir(rd.plots) as tmp_plots:
         made = write_plots(run, metrics, headline, leak_map, tmp_plots)
     made = {k: rd.plots / p.name for k, p in made.items()}
 
-    write_text(rd.metrics_csv, rows.to_csv(index=False))
-    write_text(rd.blind_text_null, blind.to_csv(index=False))
-    write_json(rd.realism, _jsonable(realism))
-    write_json(rd.metrics_json, _jsonable({
-        "schema_version": SCHEMA_VERSION,
-        "date": utc_now(),
-        "config_hash": run_config_hash(run.config),
-        "config": config,
-        "seeds": {"bootstrap": seed, "study": run.config.get("seed"), "env": run.env.get("seed")},
-        "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": _BOOTSTRAP_METHOD},
-        "definitions": _DEFINITIONS,
-        "versions": library_versions(),
-        "env": run.env,
-        "inputs": {"scores.parquet": {"sha256": file_sha256(rd.scores), "rows": len(run.scores)}},
-        "redacted": redact,
-        "results": _records(rows),
-        "mean_target_auroc": _records(mean_target),
-        "headline": _records(headline),
-        "study_verdict": _jsonable(study_verdict),
-        "null_check": _records(nulls),
-        "blind_text_null": {"n_perm": n_perm, "seed": seed, "confidence": 0.95, **verdict,
-                            "rows": _records(blind)},
-        "reference_balance": balance,
-        "training_health": health,
-        "teacher": teacher,
-        "literalness": {"measured": {"teacher": teacher_lit is not None, "samples": sample_lit is not None},
-                        **literalness_summary(teacher_lit, sample_lit)},
-        "realism": realism_summary(realism),
-        "plots": sorted(p.name for p in made.values()),
-    }))
-    page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot, seed=seed,
-                       balance=balance, health=health, blind=blind, blind_verdict=verdict,
-                       teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism,
-                       api=load_api(rd.root), mean_target=mean_target, study_verdict=study_verdict)
-    if redactor:
-        page = redactor.text(page)
-    write_text(rd.report_html, page)
+    with steps.step("write metrics and report.html"):
+        write_text(rd.metrics_csv, rows.to_csv(index=False))
+        write_text(rd.blind_text_null, blind.to_csv(index=False))
+        write_json(rd.realism, _jsonable(realism))
+        write_json(rd.metrics_json, _jsonable({
+            "schema_version": SCHEMA_VERSION,
+            "date": utc_now(),
+            "config_hash": run_config_hash(run.config),
+            "config": config,
+            "seeds": {"bootstrap": seed, "study": run.config.get("seed"), "env": run.env.get("seed")},
+            "bootstrap": {"n_boot": n_boot, "confidence": 0.95, "method": _BOOTSTRAP_METHOD},
+            "definitions": _DEFINITIONS,
+            "versions": library_versions(),
+            "env": run.env,
+            "inputs": {"scores.parquet": {"sha256": file_sha256(rd.scores), "rows": len(run.scores)}},
+            "redacted": redact,
+            "results": _records(rows),
+            "mean_target_auroc": _records(mean_target),
+            "headline": _records(headline),
+            "study_verdict": _jsonable(study_verdict),
+            "null_check": _records(nulls),
+            "blind_text_null": {"n_perm": n_perm, "seed": seed, "confidence": 0.95, **verdict,
+                                "rows": _records(blind)},
+            "reference_balance": balance,
+            "training_health": health,
+            "teacher": teacher,
+            "literalness": {"measured": {"teacher": teacher_lit is not None, "samples": sample_lit is not None},
+                            **literalness_summary(teacher_lit, sample_lit)},
+            "realism": realism_summary(realism),
+            "plots": sorted(p.name for p in made.values()),
+        }))
+        page = render_html(run, metrics, headline, nulls, negatives, config, leak_map, made, n_boot=n_boot,
+                           seed=seed, balance=balance, health=health, blind=blind, blind_verdict=verdict,
+                           teacher=teacher, literalness=(teacher_lit, sample_lit), realism=realism,
+                           api=load_api(rd.root), mean_target=mean_target, study_verdict=study_verdict)
+        if redactor:
+            page = redactor.text(page)
+        write_text(rd.report_html, page)
+    steps.end()
     return rd.report_html
 
 
@@ -441,7 +468,8 @@ def render_html(run: RunData, metrics: pd.DataFrame, headline: pd.DataFrame, nul
         secs.append(H.section("ROC curves (per domain, scores normalised within each target)", *rocs,
                               '<p class="note">The headline\'s attacks, pooled over a domain\'s targets after a '
                               'label-free robust z-score within each target; one colour family per attack family '
-                              '(same-trajectory blue, fixed-text orange, blind grey).</p>', anchor="roc"))
+                              '(same-trajectory blue, fixed-text orange, blind grey), as in the headline\'s bars '
+                              '(purple there: the paper\'s per-target maximum, no one attack).</p>', anchor="roc"))
     if "score_distributions" in made:
         secs.append(H.section("Score distributions", plot("score_distributions", "score distributions"),
                               anchor="distributions"))

@@ -39,16 +39,22 @@ def roc_curves(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["label", "fpr", "tpr"])
 
 
-FAMILY_PALETTES = {"fresh": "Blues_r", "fixed": "Oranges_r", "blind": "Greys_r"}
-"""One colour family per attack family (shades within it): same-trajectory blue, fixed-text orange, blind grey."""
+FAMILY_PALETTES = {"fresh": "Blues_r", "fixed": "Oranges_r", "blind": "Greys_r", "other": "Purples_r"}
+"""One colour family per attack family (shades within it): same-trajectory blue, fixed-text orange, blind grey; purple
+for what is no one attack (the paper's per-target maximum over baselines) or of an unknown family."""
+MAX_CURVES = 6
+"""Curves per ROC panel: more are not told apart."""
 
 
 def family_colours(labels: list[str], families: dict[str, str]) -> dict[str, tuple]:
-    """label -> colour: each family's labels get shades of its FAMILY_PALETTES entry (unknown family: grey)."""
+    """label -> colour: each family's labels get shades of its FAMILY_PALETTES entry (unknown family: 'other')."""
+    def family(lab: str) -> str:
+        return families.get(lab) if families.get(lab) in FAMILY_PALETTES else "other"
+
     out: dict[str, tuple] = {}
-    for fam in dict.fromkeys(families.get(lab, "blind") for lab in labels):
-        members = [lab for lab in labels if families.get(lab, "blind") == fam]
-        shades = sns.color_palette(FAMILY_PALETTES.get(fam, "Greys_r"), len(members) + 2)
+    for fam in dict.fromkeys(family(lab) for lab in labels):
+        members = [lab for lab in labels if family(lab) == fam]
+        shades = sns.color_palette(FAMILY_PALETTES[fam], len(members) + 2)
         out.update(zip(members, shades))
     return out
 
@@ -56,7 +62,8 @@ def family_colours(labels: list[str], families: dict[str, str]) -> dict[str, tup
 def roc_figure(scores: pd.DataFrame, *, title: str = "", labels: list[str] | None = None) -> plt.Figure:
     """ROC of the attack `labels` (default: every label in `scores`) over `scores` pooled, on linear axes (left) and
     log-log axes (right); one colour family per attack family, the legend outside the panels. The report passes its
-    headline's attacks (at most 6) and scores normalised within each target (leakaudit.metrics.normalise_within_target)."""
+    headline's attacks (at most MAX_CURVES) and scores normalised within each target
+    (leakaudit.metrics.normalise_within_target)."""
     sns.set_theme(style="whitegrid")
     labels = list(dict.fromkeys(labels if labels is not None else sorted(scores["label"].unique())))
     scores = scores[scores["label"].isin(labels)]
@@ -95,16 +102,22 @@ def score_distribution_figure(scores: pd.DataFrame, labels: list[str]) -> plt.Fi
     return grid.figure
 
 
-def auroc_bars_figure(headline: pd.DataFrame) -> plt.Figure:
-    """Per-domain AUROC bars with 95% CI error bars: Leaky vs the best baseline of each family."""
+def auroc_bars_figure(headline: pd.DataFrame, families: dict[str, str] | None = None) -> plt.Figure:
+    """Per-domain AUROC bars with 95% CI error bars: Leaky vs the best baseline of each family. `families` (attack
+    label -> family): each row coloured as its attack's family (family_colours), as the ROC panels; else seaborn's
+    default colours."""
     sns.set_theme(style="whitegrid")
     domains = list(dict.fromkeys(headline["domain"]))
     methods = list(dict.fromkeys(headline["method"]))
     full = (pd.MultiIndex.from_product([domains, methods], names=["domain", "method"]).to_frame(index=False)
             .merge(headline, on=["domain", "method"], how="left"))
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(domains) * len(methods) / 2), 4.2))
-    sns.barplot(data=full, x="domain", y="auroc", hue="method", order=domains, hue_order=methods,
-                errorbar=None, ax=ax)
+    palette = None
+    if families is not None:
+        attack_of = dict(zip(headline["method"], headline["attack"]))
+        palette = family_colours(methods, {m: families.get(attack_of[m], "other") for m in methods})
+    fig, ax = plt.subplots(figsize=(max(3.5, 0.5 * len(domains) * len(methods)) + 4, 4.2))  # + the legend
+    sns.barplot(data=full, x="domain", y="auroc", hue="method", order=domains, hue_order=methods, palette=palette,
+                saturation=1, errorbar=None, ax=ax)  # saturation 1: the ROC curves' very colours
     for container, method in zip(ax.containers, methods):
         sub = full[full["method"] == method].set_index("domain").loc[domains]
         x = [bar.get_x() + bar.get_width() / 2 for bar in container]

@@ -1,10 +1,10 @@
-"""README's study tables from finished run directories: one column per run, one row per measurement.
+"""docs/results.md: one run's column of its tables (and README's study tables), read from finished run directories.
 
-Every number is read from a run's own files (metrics.csv, metrics.json, realism.json, teacher_literalness.json,
-sample_literalness.json); nothing is computed here that the report does not compute, so a README column is
-reproduced by
+One column per run, one row per measurement. Every number is read from a run's own files (metrics.csv, metrics.json,
+realism.json, teacher_literalness.json, sample_literalness.json); nothing is computed here that the report does not
+compute, so a README column is reproduced by
 
-    python bench/run_table.py runs/sweep/regime_code_restated runs/sweep/regime_code_prepared [--names R,P]
+    python experiments/run_table.py results/regime_code_restated_seed0 results/regime_code_prepared_seed0 --names R,P
 
 Attack rows are the mean over a run's real targets of the per-target AUROC with its two-level bootstrap CI
 (metrics.csv level target_mean), each labelled with its threat model (OUT-only / IN+OUT); TPR at 1% FPR is read on the
@@ -12,8 +12,8 @@ per-target-normalised pool. For a run of several domains (a pool of shards, `lea
 domains, or one domain's with `--domain NAME`. The realism and literalness rows are per domain, each labelled with its
 domain when the run has several.
 
-    python bench/run_table.py runs/cpu-full-pooled3                     # 24 targets of three domains
-    python bench/run_table.py runs/cpu-full-pooled3 runs/cpu-full-pooled3 --domain all,math --names all,math
+    python experiments/run_table.py runs/cpu-full-pooled3                # 24 targets of three domains
+    python experiments/run_table.py runs/cpu-full-pooled3 runs/cpu-full-pooled3 --domain all,math --names all,math
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""How often would the audit's verdict (leakaudit.verdict) say "used" on the stored study runs? Trains, samples and
+"""docs/results.md: none of its numbers (the audit verdict's power and size on the stored study runs; a diagnostic).
+
+How often would the audit's verdict (leakaudit.verdict) say "used" on the stored study runs? Trains, samples and
 scores nothing: each target of each kept run is audited as if unlabelled, from its stored scores.
 
 Per target (a student, or a null student with its label source's labels) and per split (a seeded draw): the null
@@ -10,7 +12,7 @@ whose global p < 0.05 (power for real targets; the test's size for null targets)
 non-members flagged, and the smallest p-value the null sample allows (which is why nothing can be flagged with a
 null sample of 6).
 
-    python bench/verdict_power.py [results/*] [--splits 200] [--json bench/results/verdict_power.json]
+    python experiments/verdict_power.py [results/*] [--splits 200] [--json experiments/results/verdict_power.json]
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Several finished runs' real targets read together, as the report reads one run: every attack's mean per-target
+"""docs/results.md: the headline's pooled rows (math, 8 passes, seeds 2-5 pooled) and docs/protocol.md's decision.
+
+Several finished runs' real targets read together, as the report reads one run: every attack's mean per-target
 AUROC with its two-level bootstrap CI and the paired difference Leaky minus it (leakaudit.per_target), the headline
 (Leaky against the best OUT-only baseline, online attacks beside it) and the protocol's decision rule
 (docs/protocol.md): Leaky's paired CI against the best OUT-only baseline above 0, and its TPR at 1% FPR on the
@@ -13,7 +15,7 @@ null check the report prints for one run (each attack's AUROC over all runs' nul
 trained on, with its CI and whether it holds 0.5): one null target per run gives 24 candidates, too few to tell a
 null of 0.674 from chance, and pooling the seeds' null targets is the check that costs no training.
 
-    python bench/pool_runs.py RUN RUN [...] [--dev DEV_RUN ...] [--json bench/results/pooled_....json]
+    python experiments/pool_runs.py RUN RUN [...] [--dev DEV_RUN ...] [--json experiments/results/pooled_....json]
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def pooled_null_check(null: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataF
 
 
 def bootstrap_settings(run_dir: Path) -> tuple[int, int]:
-    """(n_boot, seed) the run's report used, as its metrics.json records them (read as bench/run_table.py does)."""
+    """(n_boot, seed) the run's report used, as its metrics.json records them (read as experiments/run_table.py does)."""
     mj = json.loads((run_dir / "metrics.json").read_text())
     return int((mj.get("bootstrap") or {}).get("n_boot", 1000)), int((mj.get("seeds") or {}).get("bootstrap") or 0)
 

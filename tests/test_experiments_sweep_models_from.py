@@ -1,5 +1,5 @@
-"""bench/sweep_signal.py --models-from: a finished run's teacher and students serve a run whose config differs only in
-what no model depends on (signals, attacks, metrics, name), and nothing else."""
+"""experiments/sweep_signal.py --models-from: a finished run's teacher and students serve a run whose config differs
+only in what no model depends on (signals, attacks, metrics, name), and nothing else."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from conftest import bench_script
+from conftest import experiment_script
 from leakaudit.config import dump_config, load_config
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    return bench_script("sweep_signal")
+    return experiment_script("sweep_signal")
 
 
 def _finished_run(tmp_path, overrides):

@@ -1,4 +1,4 @@
-"""bench/pool_runs.py: several runs' real targets pooled into one table, as the report computes one run's."""
+"""experiments/pool_runs.py: several runs' real targets pooled into one table, as the report computes one run's."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from conftest import bench_script
+from conftest import experiment_script
 
 KEPT = Path(__file__).resolve().parents[1] / "results"  # the reported runs' study.yaml, scores.parquet, metrics.json
 
 
 @pytest.fixture(scope="module")
 def pool():
-    return bench_script("pool_runs")
+    return experiment_script("pool_runs")
 
 
 def _run(root: Path, name: str, scores: list[tuple]) -> Path:

@@ -1,13 +1,15 @@
-"""Sweep: which study settings make membership visible, and to which attacks?
+"""docs/results.md: the runs behind its tables (the sweep's points, regime_*), and README's default-study table.
+
+Sweep: which study settings make membership visible, and to which attacks?
 
 Each sweep point is a full study (records → plan → teacher → students → signals → attacks → metrics) run by
 the library with `--set`-style overrides on top of a preset, in its own run directory under runs/sweep/.
 Finished points are reused (run-study is resumable), so the sweep can be interrupted and re-run.
 
-    python bench/sweep_signal.py --points teacher_self,teacher_prepared            # on top of preset quick
-    python bench/sweep_signal.py --list
+    python experiments/sweep_signal.py --points teacher_self,teacher_prepared      # on top of preset quick
+    python experiments/sweep_signal.py --list
 
-Writes bench/results/sweep.json and prints a markdown table: per point and domain, AUROC [95% CI] and TPR@1%FPR
+Writes experiments/results/sweep.json and prints a markdown table: per point and domain, AUROC [95% CI] and TPR@1%FPR
 of Leaky and of the best attack of each family (fresh-trajectory, fixed-text, blind), plus the null target's
 Leaky AUROC.
 """
@@ -198,7 +200,7 @@ def main() -> None:
     ap.add_argument("--preset", default="quick",
                     help="the preset the points modify (quick: the settings the sweep started from)")
     ap.add_argument("--set", dest="extra", action="append", default=[], help="extra override for every point")
-    ap.add_argument("--out", default="bench/results/sweep.json")
+    ap.add_argument("--out", default="experiments/results/sweep.json")
     ap.add_argument("--seed", type=int, default=None,
                     help="the study seed (plan, training, sampling); its run directories and result keys are named "
                          "<point>_seed<N> so a development seed never shares a directory with the reported one")
