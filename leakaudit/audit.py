@@ -10,7 +10,7 @@ directory that holds another target, other candidates or another recipe is refus
 hash, model digests), never silently reused.
 
 The references' recipe. References estimate what the target would look like had it not trained on a
-candidate, so they are trained the way the target was: its teacher (`--teacher self | prepared | restated |
+candidate, so they are trained the way the target was: its teacher (`--teacher self | prepared | restated | plan |
 a model reference`, as teacher.kind accepts), its loss, passes, batch size, learning rate and rollout length
 (training.*), taken from `--config` (a study config: its training and teacher sections), `--preset`, `--set`
 and `--teacher`, in that order of precedence from low to high. With none of them the references self-distil
@@ -39,14 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from leakaudit.audit_options import flag_named
-from leakaudit.config import PRESETS, AttackSpecConfig, AuditConfig, StudyConfig, load_config
+from leakaudit.config import PREPARED_TEACHERS, PRESETS, AttackSpecConfig, AuditConfig, StudyConfig, load_config
 from leakaudit.errors import ConfigError, InputError
 from leakaudit.scoring import offline_attacks
 
 AUDIT_DEFAULTS = ("teacher.kind=self",)
 """Settings an audit starts from when no recipe is given (no --config, --preset or --teacher): its references
 self-distil from the frozen base (an auditor who does not know the target's teacher)."""
-TEACHER_KINDS = ("self", "prepared", "restated")
+TEACHER_KINDS = ("self", *PREPARED_TEACHERS)
 """--teacher values other than a model reference (leakaudit.config.TeacherConfig.kind)."""
 RECIPE_TRAINING_KEYS = ("loss", "epochs", "batch_size", "learning_rate", "max_new_tokens", "lora_rank",
                         "bf16_autocast")
@@ -105,7 +105,7 @@ def check_teacher_flag(value: str | None) -> None:
     """ConfigError naming --teacher unless `value` is None, a teacher kind, or a model reference that resolves."""
     if value is None:
         return
-    expected = "self, prepared, restated or a model reference (a directory or hub id)"
+    expected = f"{', '.join(TEACHER_KINDS)} or a model reference (a directory or hub id)"
     if not value.strip():
         raise ConfigError(f"--teacher: must be {expected}, got ''")
     if value in TEACHER_KINDS:

@@ -262,7 +262,7 @@ def audit(
                                                      "attacks) the references use: the target's."),
     preset: Optional[str] = typer.Option(None, help="Preset the recipe starts from (default: default)."),
     teacher: Optional[str] = typer.Option(None, help="The references' teacher, as the target's: self (the frozen "
-                                                     "base), prepared, restated, or a model reference. Without "
+                                                     "base), prepared, restated, plan, or a model reference. Without "
                                                      "--teacher, --config or --preset: self."),
     out: Path = typer.Option(Path("runs/audit"), help="Audit run directory."),
     set_: List[str] = typer.Option([], "--set", help="Override audit settings: training.*, signals.*, ..."),

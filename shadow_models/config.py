@@ -218,7 +218,7 @@ class TeacherPrepConfig(_OptimFields):
                "an int >= 8")
 
 
-PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated"}
+PREPARED_TEACHERS = {"prepared": "privileged", "restated": "restated", "plan": "plan"}
 """teacher.kind values for a teacher the run prepares itself -> its SFT target (shadow_models.teacher_prep)."""
 
 
@@ -234,21 +234,23 @@ class TeacherConfig:
     (never candidates) to copy the privileged text from its context (the copying teacher); 'restated' = the same
     SFT with the record's restatement as the target (leakaudit.data.restate: an equivalent code body with locals
     renamed, the worked solution answer-first and reworded, the deciding findings in another template than the
-    note), a teacher that answers *from* its context in another surface form than the privileged text; records
-    no rule restates are left out of its SFT set (counted in its meta.json). Both are cached per run under
+    note), a teacher that answers *from* its context in another surface form than the privileged text; 'plan' =
+    the same with a code record's body told as a numbered English plan as the target (leakaudit.data.code_plan;
+    records of other domains get their restatement), a teacher that never hands the program over; records no
+    rule restates are left out of its SFT set (counted in its meta.json). All three are cached per run under
     models/_teacher. Or a model reference (hub id / directory). Every run records how literal its teacher is
     (teacher_literalness.json, sample_literalness.json; leakaudit.literalness)."""
     prep: Checked[TeacherPrepConfig] = field(default_factory=TeacherPrepConfig)
-    """shadow_models.TeacherPrepConfig, used when kind is 'prepared' or 'restated'. Its seed: null = derived by
+    """shadow_models.TeacherPrepConfig, used when kind is 'prepared', 'restated' or 'plan'. Its seed: null = derived by
     the study from the master `seed`; an int is used as is."""
 
     def __post_init__(self) -> None:
         if not self.kind.strip():
-            raise ConfigError("teacher.kind: must be 'self', 'prepared', 'restated' or a model reference, got ''")
+            raise ConfigError("teacher.kind: must be 'self', 'prepared', 'restated', 'plan' or a model reference, got ''")
 
     @property
     def prepared(self) -> bool:
-        """True when the run prepares its own teacher (kind 'prepared' or 'restated')."""
+        """True when the run prepares its own teacher (kind 'prepared', 'restated' or 'plan')."""
         return self.kind in PREPARED_TEACHERS
 
     @property

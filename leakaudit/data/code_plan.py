@@ -1,5 +1,5 @@
 """A code record's canonical body told as a numbered plan in English: the SFT target of a teacher that answers from
-its reference program without handing the program over (``teacher.restate_code: plan``).
+its reference program without handing the program over (``teacher.kind: plan``).
 
 The renaming rule (`leakaudit.data.restate.restate_code`) keeps the body's code, token for token but for local
 names, so students pulled toward that teacher still meet the canonical text the fixed-text attacks score. This rule

@@ -1,4 +1,4 @@
-"""The teacher stage: prepare the teacher (kind 'prepared' or 'restated'), then measure how literal it is, whatever
+"""The teacher stage: prepare the teacher (kind 'prepared', 'restated' or 'plan'), then measure how literal it is, whatever
 its kind (teacher_literalness.json, leakaudit.literalness)."""
 
 from __future__ import annotations

@@ -28,11 +28,17 @@ from leakaudit.report import html as H
 from leakaudit.rundir import RunDir
 
 NOT_MEASURED = "not measured in this run"
+PREPARED_KINDS = ("prepared", "restated", "plan")
+"""teacher.kind values of a teacher the run prepared: shadow_models.config.PREPARED_TEACHERS' keys, written out
+because that module imports torch and the report reads stored runs without it (tests/test_teacher_plan.py checks the
+two agree)."""
 TEACHER_KINDS = {
     "self": "self-distillation: the frozen base student",
     "prepared": "copying: the base fine-tuned to reproduce the privileged text from its context",
     "restated": "non-copying: the base fine-tuned to answer from its context in another surface form "
                 "(leakaudit.data.restate)",
+    "plan": "non-copying: the base fine-tuned to answer from its context with a plan in English, a code body's "
+            "steps without its code (leakaudit.data.code_plan)",
 }
 """teacher.kind -> what that teacher is; any other kind is a model reference (a hub id or a directory)."""
 DEFAULT_KIND = "self"
@@ -62,7 +68,7 @@ def teacher_info(run_dir: str | Path, config: dict | None = None,
     section = (config or {}).get("teacher")
     cfg_kind = section.get("kind") if isinstance(section, dict) else section
     kind = str((teacher_lit or {}).get("teacher") or cfg_kind or DEFAULT_KIND)
-    prepared = kind in ("prepared", "restated")
+    prepared = kind in PREPARED_KINDS
     model = (teacher_lit or {}).get("teacher_model") or (
         "base" if kind == "self" else "models/_teacher" if prepared else kind)
     out = {"kind": kind, "description": TEACHER_KINDS.get(kind, "a model reference: hub id or directory"),

@@ -23,11 +23,11 @@ The parts: ``result`` (what a rule returns), ``code_rule``, ``math_rule``, ``med
 each) and ``by_domain`` (the rule of a record's domain, and the counts).
 """
 
-from leakaudit.data.restate.by_domain import restate, restatement, rule_counts
+from leakaudit.data.restate.by_domain import plan_statement, restate, restatement, rule_counts
 from leakaudit.data.restate.code_rule import INTROSPECTION, NEUTRAL_PREFIX, restate_code
 from leakaudit.data.restate.math_rule import MATH_REWORDING, restate_math, reword, roman
 from leakaudit.data.restate.medical_rule import finding_groups, restate_medical
 from leakaudit.data.restate.result import Restatement
 
-__all__ = ["INTROSPECTION", "MATH_REWORDING", "NEUTRAL_PREFIX", "Restatement", "finding_groups", "restate",
+__all__ = ["INTROSPECTION", "MATH_REWORDING", "NEUTRAL_PREFIX", "Restatement", "finding_groups", "plan_statement", "restate",
            "restate_code", "restate_math", "restate_medical", "restatement", "reword", "roman", "rule_counts"]

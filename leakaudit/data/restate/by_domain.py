@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
+from leakaudit.data.code_plan import describe_code
 from leakaudit.data.records import Record
 from leakaudit.data.restate.code_rule import restate_code
 from leakaudit.data.restate.math_rule import restate_math
@@ -22,6 +23,16 @@ def restatement(record: Record) -> Restatement:
     if record.domain == "medical":
         return restate_medical(record)
     return Restatement(record.privileged, "verbatim.no_rule_for_domain")
+
+
+def plan_statement(record: Record) -> Restatement:
+    """The plan teacher's target: a code record's canonical body told as a numbered English plan
+    (leakaudit.data.code_plan, rule ``code.plan``, or its ``verbatim.code_*`` fallback); a record of any other
+    domain gets its domain's restatement (math and medical already answer in another form than the reference)."""
+    if record.domain == "code":
+        text, rule = describe_code(record)
+        return Restatement(text, rule)
+    return restatement(record)
 
 
 def restate(record: Record) -> str:
