@@ -1,4 +1,4 @@
-"""Runs the protocol of docs/protocol.md (the runs behind docs/results.md's prospective tables): per domain, the
+"""Produces the runs behind docs/results.md's prospective tables: the protocol of docs/protocol.md, per domain the
 development seed, the rule that fixes the domain's open setting, then the test seeds with that setting, one run at a
 time on the design of experiments/protocol/design.yaml.
 

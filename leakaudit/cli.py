@@ -27,7 +27,7 @@ from leakaudit.audit_options import flag_for
 from leakaudit.cli_exit import run_app
 from leakaudit.cli_records import admit_file_records, parse_options
 from leakaudit.cli_summary import print_audit_summary, print_headline
-from leakaudit.errors import LeakauditError
+from leakaudit.errors import InputError, LeakauditError
 
 # Plain click help formatting: rich markup would eat bracketed text such as "[redacted]" from the help strings.
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -161,6 +161,49 @@ def _plan_overrides(files: List[Path]) -> list[str]:
                              "--records file per domain", path=str(path))
         domains[found[0]] = {"source": "file", "options": {"path": str(Path(path).resolve())}}
     return [f"data.domains={json.dumps(domains)}"]
+
+
+@app.command()
+def train(
+    plan_dir: Path = typer.Option(..., "--plan", help="A run directory (study.yaml, records.jsonl, plan)."),
+    model_id: Optional[str] = typer.Option(None, help="Train this student."),
+    all_models: bool = typer.Option(False, "--all", help="Train every student of the plan in turn."),
+) -> None:
+    """Train one student (or all) of a run's membership plan. --all runs them on the run's executor
+    (execution.backend in study.yaml: local, or Ray tasks); with local it also prints one-job-per-student lines."""
+    from leakaudit.config import load_config
+    from leakaudit.study import Study
+
+    cfg = load_config(plan_dir / "study.yaml") if (plan_dir / "study.yaml").is_file() else None
+    if cfg is None:
+        raise LeakauditError(f"{plan_dir}: no study.yaml (create the run with `leakaudit run-study` or "
+                             "`leakaudit plan` first)")
+    cfg.out_root, cfg.name = str(plan_dir.parent), plan_dir.name
+    study = Study(cfg)
+    study.check_before_training()
+    p = study.plan()
+    if all_models:
+        ids = list(p.models)
+        if cfg.execution.backend == "local":
+            typer.echo("# To fan out on a cluster: execution.backend: ray in study.yaml (docs/ray.md), or one job "
+                       "per student (e.g. a job array over these lines):")
+            for m in ids:
+                typer.echo(f"#   accelerate launch -m leakaudit.cli train --plan {plan_dir} --model-id {m}")
+        from leakaudit.locks import run_exclusively
+
+        with run_exclusively(plan_dir):  # --model-id jobs may run side by side; --all is the whole stage
+            try:
+                study.run_stage("teacher")
+                study.run_stage("students")
+            finally:
+                study.close()
+    elif model_id:
+        if model_id not in p.models:
+            raise LeakauditError(f"{plan_dir}: model_id '{model_id}' is not in the plan ({sorted(p.models)})")
+        study.run_stage("teacher")
+        study.train_one(model_id)
+    else:
+        raise typer.BadParameter("give --model-id or --all")
 
 
 @app.command("attacks")

@@ -95,8 +95,12 @@ def test_journal_survives_a_torn_last_line_and_never_duplicates(tmp_path):
 @pytest.mark.parametrize("url", ["ftp://host/v1", "http://", "localhost:8000/v1", "http://h:99999/v1",
                                  "http://h:80/v1?x=1"])
 def test_bad_urls_are_config_errors(url):
-    with pytest.raises(ConfigError, match="--target"):
+    """The config's error names the key (right for a YAML file); the audit's CLI shows the flag instead."""
+    from leakaudit.audit_options import flag_named
+
+    with pytest.raises(ConfigError, match="audit.target") as e:
         check_base_url(url)
+    assert flag_named(str(e.value), "runs/audit").startswith("--target ")
 
 
 def test_api_key_env_resolution(monkeypatch):

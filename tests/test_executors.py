@@ -154,10 +154,10 @@ def test_each_ray_job_runs_under_the_allocator_policy_of_the_config(ray_instance
 
 
 def test_call_job_sets_the_allocator_policy_it_is_given(monkeypatch):
-    from leakaudit import executors
+    from leakaudit.executors import jobs
 
     seen = []
-    monkeypatch.setattr(executors, "set_allocator_policy", seen.append)
+    monkeypatch.setattr(jobs, "set_allocator_policy", seen.append)  # where call_job looks it up
     assert call_job("a", ECHO, {"x": 1}, allocator="reuse")["x"] == 1
     assert call_job("b", ECHO, {"x": 2})["x"] == 2  # none given (the local executor: the driver set it already)
     assert seen == ["reuse"]
@@ -309,11 +309,11 @@ def test_tiny_study_in_local_processes_resumes_after_a_kill_and_equals_the_in_pr
     (the execution section is left out of the config hash, so both are one run)."""
     import torch
 
-    import leakaudit.executors
+    import leakaudit.executors.local
     from leakaudit.study import Study
 
     # as many threads per job as the in-process run used (reduction order, hence every float, then matches)
-    monkeypatch.setattr(leakaudit.executors, "usable_cpus", lambda: 2 * torch.get_num_threads())
+    monkeypatch.setattr(leakaudit.executors.local, "usable_cpus", lambda: 2 * torch.get_num_threads())
     cfg, root, local_root = _same_run_elsewhere(tiny_study_run, tmp_path, tiny_model_dir, "execution.local_workers=2")
     logs: list[str] = []
     monkeypatch.setenv(FAULT_ENV, "kill@step:math-s2")

@@ -4,6 +4,7 @@ Ray is imported only here, and only for that backend."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import uuid
 from pathlib import Path
