@@ -42,7 +42,7 @@ class AuditConfig:
     the verdict's null sample (leakaudit.verdict). null = split one off the population (`null_size`)."""
     null_size: int = 0
     """Population records split off as the null sample when `null_sample` is null. >= 0; 0 = the default,
-    leakaudit.audit.default_null_size: enough for p = 0.01 (99 records) where the population allows, else half of
+    leakaudit.pipeline.audit_plan.default_null_size: enough for p = 0.01 (99 records) where the population allows, else half of
     it. Costs sampling and scoring of these records by the target and every reference, no training."""
     fdr: float = 0.1
     """The flagged list's false discovery rate (Benjamini-Hochberg over the candidates' conformal p-values), in

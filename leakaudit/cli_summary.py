@@ -64,8 +64,8 @@ def _print_teacher(root: Path) -> None:
 
 
 def _print_recipe(root: Path) -> None:
-    """The references' recipe, as audit.json records it (leakaudit.audit.recipe_line)."""
-    from leakaudit.audit import recipe_line
+    """The references' recipe, as audit.json records it (leakaudit.pipeline.audit_plan.recipe_line)."""
+    from leakaudit.pipeline.audit_plan import recipe_line
 
     path = Path(root) / "audit.json"
     recipe = json.loads(path.read_text(encoding="utf-8")).get("reference_recipe") if path.is_file() else None

@@ -81,7 +81,7 @@ def _dequantise(module: str, filename: str, target: Path) -> None:
     if unexpected or [k for k in missing if "lm_head" not in k]:
         raise RuntimeError(f"materialising {target.name}: missing {missing}, unexpected {unexpected}")
     plain.tie_weights()
-    with staging_dir(target) as tmp:
+    with staging_dir(target) as tmp, quiet_transformers():
         plain.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         mark_done(tmp, {"source": str(src / filename), "seconds": round(time.time() - start, 2)})

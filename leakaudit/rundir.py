@@ -21,6 +21,9 @@ MAX_NAME_BYTES = 200
 RUN_MARKER = ".leakaudit-run"
 """Written when leakaudit creates a run directory: a run writes only into a directory that is new or holds it."""
 RUN_LOCK = ".leakaudit.lock"
+NULL_SCORES_FILE = "null_scores.parquet"
+"""An audit's null sample's rows of the attacks (scores.parquet's schema), beside scores.parquet, which holds the
+candidates' rows only."""
 """The lock file of a run directory (leakaudit.locks); its presence also marks a run made by an earlier version."""
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from leakaudit.errors import ConfigError
-from leakaudit.models import LoadOptions, load_model
+from leakaudit.models import LoadOptions, load_model, quiet_transformers
 
 
 def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
@@ -113,8 +113,10 @@ def trainable_state(model: Any) -> dict[str, torch.Tensor]:
 
 def save_student(model: Any, tokenizer: Any, out: Path) -> None:
     """Full model: config + model.safetensors + tokenizer. LoRA: the adapter (safetensors) + base config +
-    tokenizer, so ``leakaudit.models.load_model(out)`` finds a config.json and merges the adapter."""
-    model.save_pretrained(out, safe_serialization=True)
-    if hasattr(model, "peft_config"):
-        model.get_base_model().config.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    tokenizer, so ``leakaudit.models.load_model(out)`` finds a config.json and merges the adapter. transformers'
+    "Writing model shards" bar stays off (a study's log shows its stages, not one bar per saved model)."""
+    with quiet_transformers():
+        model.save_pretrained(out, safe_serialization=True)
+        if hasattr(model, "peft_config"):
+            model.get_base_model().config.save_pretrained(out)
+        tokenizer.save_pretrained(out)

@@ -250,7 +250,8 @@ def test_recipe_comes_from_teacher_preset_config_and_set_and_says_where(tmp_path
 
 
 def test_teacher_flag_takes_a_model_reference(tiny_model_dir_b):
-    from leakaudit.audit import audit_config, reference_recipe
+    from leakaudit.audit import audit_config
+    from leakaudit.pipeline.audit_plan import reference_recipe
     from leakaudit.membership import disjoint_plan
 
     cfg = audit_config(_request(teacher=tiny_model_dir_b))
@@ -440,7 +441,7 @@ def test_audit_verdict_against_a_null_sample_split_off_the_population(finished_a
     import numpy as np
     import pandas as pd
 
-    from leakaudit.audit import NULL_SCORES_FILE
+    from leakaudit.rundir import NULL_SCORES_FILE
     from leakaudit.membership import MembershipPlan
 
     plan = MembershipPlan.load(finished_audit)

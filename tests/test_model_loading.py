@@ -323,3 +323,20 @@ def test_a_model_load_prints_no_transformers_progress_bar_and_restores_its_setti
     out, err = capfd.readouterr()
     assert "Loading weights" not in out + err and "it/s" not in err
     assert hf_logging.is_progress_bar_enabled() and hf_logging.get_verbosity() == before
+
+
+def test_saving_a_student_prints_no_transformers_progress_bar(tiny_model_dir, tmp_path, capfd):
+    """Every trained student and reference is saved once: transformers' "Writing model shards" bar stayed in a
+    study's log (one per model, with its carriage returns) until saving went through quiet_transformers too."""
+    from transformers.utils import logging as hf_logging
+
+    from leakaudit.models import load_model, load_tokenizer
+    from shadow_models.modeling import save_student
+
+    model, tok = load_model(str(tiny_model_dir)), load_tokenizer(str(tiny_model_dir))
+    hf_logging.enable_progress_bar()
+    capfd.readouterr()
+    save_student(model, tok, tmp_path / "student")
+    out, err = capfd.readouterr()
+    assert "Writing model shards" not in out + err and "it/s" not in err
+    assert (tmp_path / "student" / "model.safetensors").is_file() and hf_logging.is_progress_bar_enabled()

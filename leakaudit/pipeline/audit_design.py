@@ -1,8 +1,8 @@
 """The disjoint audit: one given target, references that never saw a candidate, a verdict against a null sample.
 
 Records are the auditor's files (leakaudit.pipeline.audit_records). The plan is leakaudit.membership.disjoint_plan:
-references given (--references) or trained here on population records (leakaudit.audit.reference_sizes), the null
-sample given (--null-sample) or split off the population (leakaudit.audit.split_null_sample), the target's labels
+references given (--references) or trained here on population records (leakaudit.pipeline.audit_plan.reference_sizes), the null
+sample given (--null-sample) or split off the population (leakaudit.pipeline.audit_plan.split_null_sample), the target's labels
 from the candidates' meta.is_member when every candidate has one. The target is a model or an API endpoint
 (leakaudit.pipeline.targets). Beside the common outputs the attacks stage writes null_scores.parquet,
 candidates.csv and audit.json (leakaudit.pipeline.audit_outputs); without labels the report is the verdict.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leakaudit.audit import recipe_line, reference_recipe, reference_sizes, split_null_sample
+from leakaudit.pipeline.audit_plan import recipe_line, reference_recipe, reference_sizes, split_null_sample
 from leakaudit.membership import TARGET_ID, MembershipPlan, disjoint_plan
 from leakaudit.pipeline.audit_outputs import split_null_scores, write_audit_table
 from leakaudit.pipeline.audit_records import AuditRecords, read_audit_records
@@ -63,7 +63,7 @@ class DisjointAuditDesign(Design):
         return {f"reference{k}": r for k, r in enumerate(cfg.audit.references)}
 
     def recipe(self, ctx: RunContext) -> dict:
-        """audit.json's reference_recipe (leakaudit.audit.reference_recipe): how the references were made."""
+        """audit.json's reference_recipe (leakaudit.pipeline.audit_plan.reference_recipe): how the references were made."""
         return reference_recipe(ctx.cfg, ctx.plan(), self.recipe_sources)
 
     def start_lines(self, ctx: RunContext) -> list[str]:

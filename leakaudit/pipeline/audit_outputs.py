@@ -11,10 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from leakaudit.audit import NULL_SCORES_FILE, null_source_words
 from leakaudit.io import atomic_path, write_json
 from leakaudit.membership import TARGET_ID, MembershipPlan
+from leakaudit.pipeline.audit_plan import null_source_words
 from leakaudit.pipeline.context import RunContext
+from leakaudit.rundir import NULL_SCORES_FILE
 
 
 def null_ids(plan: MembershipPlan) -> list[str]:

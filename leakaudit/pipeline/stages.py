@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from leakaudit.audit import NULL_SCORES_FILE
 from leakaudit.errors import ConfigError
-from leakaudit.rundir import RunDir
+from leakaudit.rundir import NULL_SCORES_FILE, RunDir
 
 STAGES = ("records", "plan", "teacher", "students", "signals", "attacks", "report")
 REBUILT_WHEN_CHANGED = ("report",)
