@@ -256,6 +256,11 @@ def test_realism_json_pools_real_targets_per_domain_and_holds_no_text(built):
     line = summary_line(card)
     assert "math (1 target): trained on 22 records x 3 passes, KL(target||base) " in line
     assert "held-out final_answer_match 0.250" in line and "1 target(s) sampled at temperature/top_p != 1" in line
+    # an audit's target was trained elsewhere: no training set in its card, said in words (it printed "? records")
+    given = json.loads(json.dumps(card))
+    for t in given["targets"]:
+        t["training"] = None
+    assert "math (1 target): training not recorded here (a given target), KL(target||base) " in summary_line(given)
 
 
 def test_report_html_and_metrics_json_carry_the_card(built):

@@ -73,8 +73,10 @@ def summary_line(card: Mapping[str, Any] | None) -> str:
         metric = QUALITY_HEADLINE.get(domain)
         quality = (f", held-out {metric} {_fmt(_get(lv, 'held_out', 'quality', metric))}" if metric else "")
         n = v["n_targets"]
-        parts.append(f"{domain} ({n} target{'s' if n != 1 else ''}): trained on {size} records x "
-                     f"{'/'.join(map(str, passes)) or '?'} passes, KL(target||base) "
+        # an audit's target was trained elsewhere: its plan records no training set, so say so instead of "?"
+        trained = (f"trained on {size} records x {'/'.join(map(str, passes)) or '?'} passes" if sizes
+                   else "training not recorded here (a given target)")
+        parts.append(f"{domain} ({n} target{'s' if n != 1 else ''}): {trained}, KL(target||base) "
                      f"{_fmt(_get(lv, 'all', 'kl', 'per_token'))} nats/token, entropy "
                      f"{_fmt(_get(lv, 'all', 'entropy', 'per_token'))} nats/token, distinct samples "
                      f"{_fmt(_get(lv, 'all', 'samples', 'distinct_fraction'))}{quality}")
