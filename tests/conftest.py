@@ -97,3 +97,29 @@ def sample_records():
                source="test")
         for a, b in [(2, 3), (7, 5), (11, 4), (6, 9), (13, 8), (21, 2), (3, 3), (9, 10)]
     ]
+
+
+@pytest.fixture
+def no_code_execution(monkeypatch):
+    """exec and eval raise; compile raises unless asked for a syntax tree only (ast.parse calls the builtin compile
+    with PyCF_ONLY_AST: an AST, no code object). Returns the list of compile flags seen. Request it after tmp_path
+    (fixtures set up in order, and pytest's own setup compiles code)."""
+    import ast
+    import builtins
+
+    calls: list[int] = []
+    real_compile = builtins.compile
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("code was executed")
+
+    def ast_only_compile(source, filename, mode, flags=0, *args, **kwargs):
+        calls.append(flags)
+        if not flags & ast.PyCF_ONLY_AST:
+            raise AssertionError("compile was asked for a code object")
+        return real_compile(source, filename, mode, flags, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "exec", forbidden)
+    monkeypatch.setattr(builtins, "eval", forbidden)
+    monkeypatch.setattr(builtins, "compile", ast_only_compile)
+    return calls

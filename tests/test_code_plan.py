@@ -4,7 +4,6 @@ fallback, nothing executed, and a plan that is far less literal than the renamin
 from __future__ import annotations
 
 import ast
-import builtins
 import statistics
 
 from leakaudit.data.code_plan import describe_code, phrase
@@ -93,22 +92,9 @@ def test_records_that_are_not_a_function_body_fall_back_to_the_verbatim_text():
     assert describe_code(broken) == (broken.privileged, "verbatim.code_does_not_parse")
 
 
-def test_describing_code_never_executes_it(monkeypatch, tmp_path):
+def test_describing_code_never_executes_it(tmp_path, no_code_execution):
     """exec / eval raise; compile only for a syntax tree. The body would create a file if it ever ran."""
     sentinel = tmp_path / "RAN"
-    real_compile = builtins.compile
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("code was executed")
-
-    def ast_only_compile(source, filename, mode, flags=0, *args, **kwargs):
-        if not flags & ast.PyCF_ONLY_AST:
-            raise AssertionError("compile was asked for a code object")
-        return real_compile(source, filename, mode, flags, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "exec", forbidden)
-    monkeypatch.setattr(builtins, "eval", forbidden)
-    monkeypatch.setattr(builtins, "compile", ast_only_compile)
     rec = _code('def f(path):\n    """Doc."""\n', f"    open({str(sentinel)!r}, 'w').close()\n    return path\n")
     text, rule = describe_code(rec)
     assert rule == "code.plan" and "Evaluate open(" in text

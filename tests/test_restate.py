@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import builtins
 import copy
 
 import pandas as pd
@@ -96,26 +95,12 @@ def test_code_without_a_python_block_falls_back():
 
 
 # ---- code: nothing is executed ----------------------------------------------------------------------------------
-def test_restating_code_never_executes_it(monkeypatch, tmp_path):
+def test_restating_code_never_executes_it(tmp_path, no_code_execution):
     """exec and eval raise; compile raises unless it is asked for a syntax tree only (ast.parse calls the builtin
     compile with PyCF_ONLY_AST: it returns an AST and makes no code object). The body would create a file if it
     ever ran."""
     sentinel = tmp_path / "RAN"
-    calls = []
-    real_compile = builtins.compile
-
-    def forbidden(*args, **kwargs):
-        raise AssertionError("code was executed")
-
-    def ast_only_compile(source, filename, mode, flags=0, *args, **kwargs):
-        calls.append(flags)
-        if not flags & ast.PyCF_ONLY_AST:
-            raise AssertionError("compile was asked for a code object")
-        return real_compile(source, filename, mode, flags, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "exec", forbidden)
-    monkeypatch.setattr(builtins, "eval", forbidden)
-    monkeypatch.setattr(builtins, "compile", ast_only_compile)
+    calls = no_code_execution
     touch = f"open({str(sentinel)!r}, 'w').close()"
     dangerous = _code('def f(path):\n    """Doc."""\n',
                       f"    cmd = \"touch \" + path\n    __import__('os').system(cmd)\n    {touch}\n    return cmd\n")
