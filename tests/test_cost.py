@@ -175,3 +175,28 @@ def test_a_study_logs_each_stage_with_its_estimate_and_the_time_left(tmp_path, t
     lines.clear()
     Study(tiny_study_config(tmp_path / "other", tiny_model_dir), progress=False, log=lines.append).run_all(until="plan")
     assert not [line for line in lines if "] started: about " in line]
+
+
+def test_a_resumed_study_estimates_only_the_models_left_to_train(tmp_path, tiny_model_dir, monkeypatch):
+    """A run resumed with some models DONE: the students stage's estimate counts only the others (it counted every
+    model of the plan, so a run resumed near its end still announced the whole stage); all DONE: nothing left."""
+    import leakaudit.envinfo as envinfo
+    from leakaudit.cost import estimate_here, read_rates
+    from leakaudit.io import mark_done
+    from leakaudit.study import Study
+
+    from conftest import tiny_study_config
+
+    machine = read_rates()[0].machine
+    monkeypatch.setattr(envinfo, "cpu_info", lambda: {"tag": machine})
+    study = Study(tiny_study_config(tmp_path, tiny_model_dir), progress=False, log=lambda m: None)
+    study.prepare(start_executor=False)
+    models = study.trained_models()
+    assert len(models) >= 2
+    full = estimate_here(study)[0]["students"]
+    assert full > 0
+    for i, m in enumerate(models):
+        mark_done(study.run.model(m))
+        left = estimate_here(study)[0]["students"]
+        # the tiny plan's models train on as many records each: the estimate falls by one model's share per model
+        assert left == pytest.approx(full * (len(models) - i - 1) / len(models), rel=1e-9)

@@ -15,24 +15,26 @@ from leakaudit.cost.shapes import model_shape
 from leakaudit.cost.workload import workload_from_study
 
 
-def prepared_study_cost(study: Any) -> StudyCost:
-    """The cost of a prepared leakaudit.study.Study: its plan's workload, its records' measured token lengths."""
+def prepared_study_cost(study: Any, *, unfinished_only: bool = False) -> StudyCost:
+    """The cost of a prepared leakaudit.study.Study: its plan's workload (`unfinished_only`: without the models
+    already trained in its run directory), its records' measured token lengths."""
     cfg = study.cfg
     lengths = measured_lengths(list(study.records().values()), study.tokenizer, cfg.training.teacher_template)
     return study_cost(cfg, model_shape(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
-                      {**budget_lengths(cfg), **lengths}, workload_from_study(study))
+                      {**budget_lengths(cfg), **lengths}, workload_from_study(study, unfinished_only=unfinished_only))
 
 
 def estimate_here(study: Any, *, rates_path: str | Path | None = None) -> tuple[dict[str, float], str] | None:
     """(stage -> estimated seconds on this machine, the machine class the rates were fitted on) for a prepared
-    study; None when no stored rates match this machine class. For the study's per-stage ETA lines."""
+    study, counting only the models not yet trained in its run directory (a resumed run's ETA); None when no stored
+    rates match this machine class. For the study's per-stage ETA lines."""
     from leakaudit.envinfo import cpu_info
 
     machine = cpu_info()["tag"]
     rates = rates_for(machine, rates_path)
     if rates is None:
         return None
-    return seconds_here(prepared_study_cost(study), rates), machine
+    return seconds_here(prepared_study_cost(study, unfinished_only=True), rates), machine
 
 
 def dry_run(study: Any, *, gpu: str = "H100", dense_utilisation: float = 0.35, bandwidth_utilisation: float = 0.5,

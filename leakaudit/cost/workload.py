@@ -46,12 +46,16 @@ def workload_from_config(cfg: Any) -> Workload:
     return Workload(trained, targets, fresh, fixed, n_trained + 1, sft)
 
 
-def workload_from_study(study: Any) -> Workload:
-    """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan."""
+def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workload:
+    """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan.
+    `unfinished_only`: leave out the models (and the prepared teacher) already DONE in its run directory, so a
+    resumed run's ETA counts only what is left to train (sampling and scoring are counted whole)."""
     from leakaudit.assemble import BASE_ID
+    from leakaudit.io import is_done
 
     plan = study.plan()
-    trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in study.trained_models()]
+    to_train = [m for m in study.trained_models() if not (unfinished_only and is_done(study.run.model(m)))]
+    trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in to_train]
     views = plan.views()
     targets = [(v.domain, len(plan.candidates[v.domain])) for v in views]
     fresh: dict[str, float] = {}
@@ -63,7 +67,7 @@ def workload_from_study(study: Any) -> Workload:
         for d in (sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]):
             fixed[d] = fixed.get(d, 0) + len(plan.candidates[d]) + len(plan.population[d])
     sft: dict[str, int] = {}
-    if study.cfg.teacher.prepared and not study.is_audit:
+    if study.cfg.teacher.prepared and not study.is_audit and not (unfinished_only and is_done(study.run.teacher)):
         for r in study.teacher_sft_records()[0]:
             sft[r.domain] = sft.get(r.domain, 0) + 1
     return Workload(trained, targets, fresh, fixed, len(plan.models) + 1, sft)
