@@ -121,6 +121,10 @@ POINTS: dict[str, list[str]] = {
     "prepared_sample_t07": ["teacher.kind=prepared", "signals.sampling.temperature=0.7"],
     "prepared_sample_16tok": ["teacher.kind=prepared", "signals.sampling.max_new_tokens=16"],
 }
+# quick has since gained offline references (every preset reads Leaky against them); the points ran without them
+# unless they say otherwise, so each point starts from quick as it was swept (same config, same config hash)
+QUICK_AS_SWEPT = ["plan.n_offline_references=0", "data.n_reference_records=0"]
+POINTS = {name: [*QUICK_AS_SWEPT, *overrides] for name, overrides in POINTS.items()}
 
 
 SIGNALS_ONLY = ("name", "out_root", "signals", "attacks", "metrics")

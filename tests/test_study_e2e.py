@@ -46,9 +46,8 @@ def test_scores_cover_every_attack_target_and_record(finished_run):
     per = scores.groupby(["target", "attack"]).size()
     assert (per == cfg.data.n_candidates).all()
     # labels come from the plan: each real target has exactly half its candidates as members
-    for t in targets - {"math-null"}:
-        sub = scores[(scores.target == t) & (scores.attack_name == "leaky")]
-        assert sub.is_member.sum() == cfg.data.n_candidates // 2
+    members = scores[scores.target != "math-null"].groupby(["target", "attack"]).is_member.sum()
+    assert (members == cfg.data.n_candidates // 2).all()
     assert scores[scores.target == "math-null"].null_check.all()
 
 
