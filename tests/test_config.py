@@ -60,8 +60,8 @@ def test_file_overrides_preset(tmp_path):
 
 def test_default_preset_is_the_protocols_design_on_math():
     """The default study is the design the protocol's runs use (experiments/protocol/design.yaml, every key
-    resolved), on math with the copying teacher: it must resolve to that config, name and seed aside. Only how jobs
-    run differs (two local workers) and bf16 is left to `auto` (the design file holds what it resolved to)."""
+    resolved), on math with the copying teacher: it must resolve to that config, name and seed aside, jobs run the
+    same way (two local workers), and bf16 is left to `auto` (the design file holds what it resolved to)."""
     from conftest import experiment_script
 
     protocol = experiment_script("protocol_runs")
@@ -72,8 +72,7 @@ def test_default_preset_is_the_protocols_design_on_math():
         cfg.pop("out_root")
         cfg["training"].pop("bf16_autocast")
         cfg["teacher"]["prep"].pop("bf16_autocast")
-    assert default.pop("execution")["local_workers"] == 2
-    design.pop("execution")
+    assert default["execution"]["local_workers"] == 2
     assert default == design
     assert default["data"]["n_candidates"] == 48 and default["plan"]["n_offline_references"] == 8
 
