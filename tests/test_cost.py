@@ -179,7 +179,8 @@ def test_a_study_logs_each_stage_with_its_estimate_and_the_time_left(tmp_path, t
 
 def test_a_resumed_study_estimates_only_the_models_left_to_train(tmp_path, tiny_model_dir, monkeypatch):
     """A run resumed with some models DONE: the students stage's estimate counts only the others (it counted every
-    model of the plan, so a run resumed near its end still announced the whole stage); all DONE: nothing left."""
+    model of the plan, so a run resumed near its end still announced the whole stage); all DONE: nothing left. The
+    same for the signals stage: targets already sampled and scored, fixed-text scores already written."""
     import leakaudit.envinfo as envinfo
     from leakaudit.cost import estimate_here, read_rates
     from leakaudit.io import mark_done
@@ -200,3 +201,17 @@ def test_a_resumed_study_estimates_only_the_models_left_to_train(tmp_path, tiny_
         left = estimate_here(study)[0]["students"]
         # the tiny plan's models train on as many records each: the estimate falls by one model's share per model
         assert left == pytest.approx(full * (len(models) - i - 1) / len(models), rel=1e-9)
+
+    # signals: targets sampled and scored (fresh DONE) leave the fixed-text scores; those written too, nothing
+    from leakaudit.assemble import BASE_ID
+
+    run, plan = study.run, study.plan()
+    signals_full = estimate_here(study)[0]["signals"]
+    for v in plan.views():
+        mark_done(run.fresh(v.target))
+    fixed_only = estimate_here(study)[0]["signals"]
+    assert 0 < fixed_only < signals_full
+    for m in [BASE_ID, *plan.models]:
+        run.fixed(m).parent.mkdir(parents=True, exist_ok=True)
+        run.fixed(m).write_bytes(b"")
+    assert estimate_here(study)[0]["signals"] == 0

@@ -48,26 +48,38 @@ def workload_from_config(cfg: Any) -> Workload:
 
 def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workload:
     """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan.
-    `unfinished_only`: leave out the models (and the prepared teacher) already DONE in its run directory, so a
-    resumed run's ETA counts only what is left to train (sampling and scoring are counted whole)."""
+    `unfinished_only`: leave out what its run directory already holds (models and the prepared teacher DONE,
+    targets' trajectories sampled, fresh and fixed scores written), so a resumed run's ETA counts what is left."""
     from leakaudit.assemble import BASE_ID
     from leakaudit.io import is_done
+    from leakaudit.signals.store import has_logp, has_trajectories
+
+    run = study.run
+
+    def left(done: bool) -> bool:
+        return not (unfinished_only and done)
 
     plan = study.plan()
-    to_train = [m for m in study.trained_models() if not (unfinished_only and is_done(study.run.model(m)))]
+    to_train = [m for m in study.trained_models() if left(is_done(run.model(m)))]
     trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in to_train]
-    views = plan.views()
-    targets = [(v.domain, len(plan.candidates[v.domain])) for v in views]
+    views = [v for v in plan.views() if left(is_done(run.fresh(v.target)))]
+    targets = [(v.domain, len(plan.candidates[v.domain])) for v in views if left(has_trajectories(run.fresh(v.target)))]
     fresh: dict[str, float] = {}
+    scoring = set()
     for v in views:
-        for _, ids in study.fresh_scorers([v.target])[v.target].items():
-            fresh[v.domain] = fresh.get(v.domain, 0) + (len(plan.candidates[v.domain]) if ids is None else len(ids))
+        for m, ids in study.fresh_scorers([v.target])[v.target].items():
+            if left(has_logp(run.fresh(v.target), m)):
+                scoring.add(m)
+                fresh[v.domain] = fresh.get(v.domain, 0) + (len(plan.candidates[v.domain]) if ids is None else len(ids))
     fixed: dict[str, int] = {}
     for m in [BASE_ID, *plan.models]:
+        if not left(run.fixed(m).is_file()):
+            continue
+        scoring.add(m)
         for d in (sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]):
             fixed[d] = fixed.get(d, 0) + len(plan.candidates[d]) + len(plan.population[d])
     sft: dict[str, int] = {}
-    if study.cfg.teacher.prepared and not study.is_audit and not (unfinished_only and is_done(study.run.teacher)):
+    if study.cfg.teacher.prepared and not study.is_audit and left(is_done(run.teacher)):
         for r in study.teacher_sft_records()[0]:
             sft[r.domain] = sft.get(r.domain, 0) + 1
-    return Workload(trained, targets, fresh, fixed, len(plan.models) + 1, sft)
+    return Workload(trained, targets, fresh, fixed, len(scoring) if unfinished_only else len(plan.models) + 1, sft)
