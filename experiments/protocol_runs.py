@@ -172,18 +172,19 @@ def main() -> None:
     choices_file = args.out_root / "protocol_choices.json"
     choices = json.loads(choices_file.read_text()) if choices_file.is_file() else {}
     for domain in args.domains:
-        if domain not in choices:
+        if domain in choices:
+            chosen = choices[domain]["chosen"]
+        else:
             choice = RULES[domain](args.out_root, args.dry_run)
-            if args.dry_run:
-                print(f"[protocol] {domain}: the rule picks among {[o for o, _ in OPTIONS[domain]]}; say "
-                      f"{choice['chosen']}")
+            chosen = choice["chosen"]
+            if args.dry_run:  # the dry run's rules say which option they would reach first
+                print(f"[protocol] {domain}: the rule picks among {[o for o, _ in OPTIONS[domain]]}; say {chosen}")
             else:
                 choices[domain] = {**choice, "decided_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
                 choices_file.write_text(json.dumps(choices, indent=1) + "\n")  # before any test seed of the domain
                 print(f"[protocol] {domain}: {json.dumps(choices[domain])}", flush=True)
-        chosen = choices[domain]["chosen"] if domain in choices else "(dry run)"
         for seed in TEST_SEEDS:
-            run(domain, chosen if domain in choices else OPTIONS[domain][0][0], seed, args.out_root, dry=args.dry_run)
+            run(domain, chosen, seed, args.out_root, dry=args.dry_run)
 
 
 if __name__ == "__main__":

@@ -100,3 +100,18 @@ def test_every_run_is_a_valid_config_of_the_design_and_the_started_medical_run_r
                 assert list(c.data.domains) == [domain] and c.seed == seed
                 assert c.data.n_candidates == 48 and c.plan.n_offline_references == 8
     assert load_config(P.DESIGN, overrides=P.overrides("math", "prepared192", 6, out)).training.max_new_tokens == 192
+
+
+def test_test_seeds_run_the_option_the_rule_chose(tmp_path, monkeypatch, capsys):
+    """main() runs each domain's test seeds with the rule's choice: read from protocol_choices.json when it was
+    decided earlier, and in a dry run the choice its rule reports (the dry run printed the first option instead)."""
+    calls = []
+    monkeypatch.setattr(P, "run", lambda d, label, seed, root, **kw: calls.append((d, label, seed)) or root)
+    monkeypatch.setattr("sys.argv", ["protocol_runs", "--out-root", str(tmp_path), "--domains", "code", "--dry-run"])
+    P.main()
+    assert [c for c in calls if c[2] in P.TEST_SEEDS] == [("code", "plan", s) for s in P.TEST_SEEDS]
+    calls.clear()
+    (tmp_path / "protocol_choices.json").write_text(json.dumps({"code": {"chosen": "restated"}}))
+    monkeypatch.setattr("sys.argv", ["protocol_runs", "--out-root", str(tmp_path), "--domains", "code"])
+    P.main()
+    assert calls == [("code", "restated", s) for s in P.TEST_SEEDS]
