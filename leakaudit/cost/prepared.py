@@ -16,8 +16,8 @@ from leakaudit.cost.workload import workload_from_study
 
 
 def prepared_study_cost(study: Any, *, unfinished_only: bool = False) -> StudyCost:
-    """The cost of a prepared leakaudit.study.Study: its plan's workload (`unfinished_only`: without the models
-    already trained in its run directory), its records' measured token lengths."""
+    """The cost of a prepared leakaudit.study.Study: its plan's workload (`unfinished_only`: without what its
+    run directory already holds, workload_from_study), its records' measured token lengths."""
     cfg = study.cfg
     lengths = measured_lengths(list(study.records().values()), study.tokenizer, cfg.training.teacher_template)
     return study_cost(cfg, model_shape(cfg.base_model, trust_remote_code=cfg.trust_remote_code),
@@ -26,7 +26,7 @@ def prepared_study_cost(study: Any, *, unfinished_only: bool = False) -> StudyCo
 
 def estimate_here(study: Any, *, rates_path: str | Path | None = None) -> tuple[dict[str, float], str] | None:
     """(stage -> estimated seconds on this machine, the machine class the rates were fitted on) for a prepared
-    study, counting only the models not yet trained in its run directory (a resumed run's ETA); None when no stored
+    study, counting only what its run directory does not yet hold (a resumed run's ETA); None when no stored
     rates match this machine class. For the study's per-stage ETA lines."""
     from leakaudit.envinfo import cpu_info
 
