@@ -57,7 +57,8 @@ from leakaudit.scoring_config import AttackSpecConfig
 from leakaudit.signals.config import SignalsConfig
 from leakaudit.signals.types import SamplingConfig
 from leakaudit.yamlio import load_yaml, read_yaml
-from shadow_models.config import PREPARED_TEACHERS, OPDConfig, TeacherConfig, TeacherPrepConfig
+from shadow_models.config import (PREPARED_TEACHERS, OPDConfig, TeacherConfig, TeacherPrepConfig,
+                                  resume_field_defaults)
 
 __all__ = [
     "StudyConfig", "load_config", "validate_config", "dump_config", "restrict_domains", "apply_set", "deep_merge",
@@ -135,16 +136,19 @@ class StudyConfig:
 
     def hash(self) -> str:
         """sha256 (first 12 hex) of the resolved config (keys sorted), ignoring where the run is written
-        (`out_root`) and how its jobs are executed (`execution`: results do not depend on it), and every
+        (`out_root`), how its jobs are executed (`execution`: results do not depend on it) and whether students
+        keep checkpoints (`training.save_checkpoints` / `checkpoint_every`: a resumed student is the same), and every
         key of NEUTRAL_DEFAULTS at its neutral value (an option added later, at the value that computes what the
         code did before it existed: runs made before it keep their hash and resume), and the PACING_KEYS at any."""
         return hashlib.sha256(json.dumps(self.hashed_dict(), sort_keys=True).encode()).hexdigest()[:12]
 
     def hashed_dict(self) -> dict[str, Any]:
-        """The resolved config as `hash()` sees it (out_root, execution and neutral defaults left out)."""
+        """The resolved config as `hash()` sees it (out_root, execution and neutral defaults left out, the training
+        checkpoint keys read at their defaults: shadow_models.config.RESUME_FIELDS)."""
         d = self.to_dict()
         d.pop("out_root")
         d.pop("execution")
+        d["training"].update(resume_field_defaults(OPDConfig))  # checkpointing: how a run survives a stop
         for dotted, neutral in NEUTRAL_DEFAULTS.items():
             *parents, key = dotted.split(".")
             section = d

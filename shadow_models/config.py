@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 from leakaudit.config_section import FORBID, Checked
 from leakaudit.errors import ConfigError
@@ -108,10 +108,28 @@ class _OptimFields:
         d["lora_target_modules"] = list(self.lora_target_modules)
         return d
 
+    def hashed_dict(self) -> dict:
+        """`to_dict` as the hashes read it: the RESUME_FIELDS at their defaults (they say how a run survives a stop,
+        not what it computes)."""
+        return {**self.to_dict(), **resume_field_defaults(type(self))}
+
     def config_hash(self) -> str:
-        """Short sha256 of the JSON form: a checkpoint is only resumed under the identical config."""
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode("utf-8")
+        """Short sha256 of `hashed_dict`: a checkpoint is only resumed under a config that trains the same student
+        (turning checkpoints on, or changing their interval, keeps it)."""
+        blob = json.dumps(self.hashed_dict(), sort_keys=True).encode("utf-8")
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+RESUME_FIELDS = ("save_checkpoints", "checkpoint_every")
+"""OPDConfig fields that say how training survives being stopped, not what it trains: a student resumed from its
+checkpoint has the weights of one never stopped (tests/test_shadow_models.py). Every hash (OPDConfig.config_hash,
+leakaudit.config.StudyConfig.hash) reads them at their defaults, so a run stopped without checkpoints can be
+resumed with them on."""
+
+
+def resume_field_defaults(cls: type) -> dict:
+    """{field: default} of the RESUME_FIELDS that `cls` has (none for TeacherPrepConfig)."""
+    return {f.name: f.default for f in fields(cls) if f.name in RESUME_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -133,7 +151,8 @@ class OPDConfig(_OptimFields):
     """Student nucleus sampling threshold, in (0, 1]. (top_k is always disabled.)"""
     save_checkpoints: bool = False
     """Keep a resumable checkpoint in `<out_dir>.ckpt/` every `checkpoint_every` steps (weights, AdamW state
-    and ledger, safetensors + JSON); an interrupted run resumes from it. Deleted when the student is DONE."""
+    and ledger, safetensors + JSON); an interrupted run resumes from it with the weights it would have had
+    uninterrupted. Deleted when the student is DONE. Not part of the config hash: turn it on to resume a stopped run."""
     checkpoint_every: int = 10
     """Steps between checkpoints when save_checkpoints. >= 1."""
     teacher_prefix_cache: bool = True

@@ -272,6 +272,18 @@ def test_several_null_students_need_population_and_label_sources():
                            ).plan.null_student
 
 
+def test_training_checkpoints_are_left_out_of_the_hash(monkeypatch):
+    """Whether students keep checkpoints changes how a run survives a stop, not what it trains (a resumed student
+    is the one never stopped: tests/test_shadow_models.py), so turning them on resumes a run made without them."""
+    plain = load_config(preset="tiny")
+    saving = load_config(preset="tiny", overrides=["training.save_checkpoints=true", "training.checkpoint_every=3"])
+    assert saving.training.save_checkpoints and saving.training.checkpoint_every == 3
+    assert saving.hash() == plain.hash()
+    assert _study_hash_on_a_bf16_native_machine(saving, monkeypatch) == "af1f74a85905"  # the tiny preset's, pinned
+    assert saving.training.config_hash() == plain.training.config_hash()
+    assert load_config(preset="tiny", overrides=["training.epochs=3"]).hash() != plain.hash()
+
+
 def test_execution_section_is_validated_and_left_out_of_the_hash(tmp_path, monkeypatch):
     """Where the jobs run does not change what they compute, so `execution` never changes the hash (a run
     directory resumes under either backend, and runs made before the section existed keep theirs)."""

@@ -1,5 +1,5 @@
 """Every study preset reads Leaky against offline references (its primary, OUT-only reference design), except
-`tiny`, the test suite's fixture (its header says why)."""
+`tiny`, the test suite's fixture (its header says why); the long CPU presets keep training checkpoints."""
 
 from __future__ import annotations
 
@@ -21,3 +21,12 @@ def test_every_study_preset_trains_offline_references(preset):
 
 def test_the_fixture_preset_is_still_a_preset():
     assert FIXTURE_ONLY <= set(preset_names())
+
+
+@pytest.mark.parametrize("preset", ["default", "cpu-full"])
+def test_the_presets_that_train_for_hours_on_a_cpu_keep_checkpoints(preset):
+    """A stopped student of these presets (each trains for tens of minutes on 2 cores) resumes at its last
+    checkpoint instead of from scratch; checkpoints are outside the config hash, so this changes no result."""
+    cfg = load_config(preset=preset)
+    assert cfg.training.save_checkpoints and cfg.training.checkpoint_every <= 10
+    assert cfg.hash() == load_config(preset=preset, overrides=["training.save_checkpoints=false"]).hash()

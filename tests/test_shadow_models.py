@@ -268,6 +268,28 @@ def test_interrupted_run_leaves_nothing_final_and_rerun_completes(trained, tiny_
     assert all(torch.equal(w[k], ref[k]) for k in ref)
 
 
+def test_a_student_resumed_under_the_studies_settings_is_the_one_never_stopped(trained, tiny_model_dir, monkeypatch):
+    """What the study presets train with (bf16 autocast with a bf16 rollout copy, the teacher's prefix cache,
+    micro-batches, fused AdamW), stopped after its third update and resumed with another checkpoint interval (the
+    interval is not part of the checkpoint's fingerprint): the same weights and ledger as a run never stopped."""
+    records, root, _ = trained
+    cfg = replace(TINY, bf16_autocast=True, rollout_bf16_copy=True, teacher_prefix_cache=True, micro_batch_size=2,
+                  fused_optimizer=True, save_checkpoints=True, checkpoint_every=1)
+    never_stopped = train_student(tiny_model_dir, records, root / "studies_ref", replace(cfg, save_checkpoints=False),
+                                  progress=False)
+    target = root / "studies_resumed"
+    _interrupt_at(monkeypatch, 3)
+    with pytest.raises(Interrupt):
+        train_student(tiny_model_dir, records, target, cfg, progress=False)
+    monkeypatch.undo()
+    train_student(tiny_model_dir, records, target, replace(cfg, checkpoint_every=2), progress=False)
+    assert json.loads((target / "meta.json").read_text())["resumed_from_step"] == 3
+    assert [(e["step"], e["teacher_kl"]) for e in _ledger(target)] == [
+        (e["step"], e["teacher_kl"]) for e in _ledger(never_stopped)]
+    w, ref = _weights(target), _weights(never_stopped)
+    assert all(torch.equal(w[k], ref[k]) for k in ref)
+
+
 def test_lora_student_saves_adapter_that_load_model_loads(trained, tiny_model_dir):
     from leakaudit.models import load_model
 

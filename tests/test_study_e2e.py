@@ -79,6 +79,17 @@ def test_changed_config_is_refused(finished_run, tiny_model_dir):
         Study(other, progress=False, log=lambda m: None).run_all()
 
 
+def test_a_finished_run_resumes_with_checkpoints_turned_on(finished_run, tiny_model_dir):
+    """Keeping training checkpoints is not part of the config's identity: the same run, nothing redone."""
+    cfg, root = finished_run
+    saving = load_config(preset="tiny", overrides=[f"base_model={tiny_model_dir}", f"out_root={root.parent}",
+                                                   "name=e2e", "training.save_checkpoints=true",
+                                                   "training.checkpoint_every=1"])
+    before = {p: p.stat().st_mtime_ns for p in [root / "scores.parquet", root / "models/math-s0/DONE"]}
+    Study(saving, progress=False, log=lambda m: None).run_all()
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
 @pytest.mark.heavy
 def test_crash_in_training_loses_only_that_stage(tmp_path, tiny_model_dir, monkeypatch):
     import shadow_models
