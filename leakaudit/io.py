@@ -103,10 +103,26 @@ def mark_done(directory: str | os.PathLike, info: dict | None = None) -> None:
     write_json(Path(directory) / DONE_NAME, info or {})
 
 
+PARTIAL_SUFFIX = ".partial"
+CHECKPOINT_SUFFIX = ".ckpt"
+
+
 def partial_dir(final_dir: str | os.PathLike) -> Path:
     """Where `staging_dir` builds `final_dir` (a training student's ledger is there while it runs)."""
     final_dir = Path(final_dir)
-    return final_dir.with_name(final_dir.name + ".partial")
+    return final_dir.with_name(final_dir.name + PARTIAL_SUFFIX)
+
+
+def checkpoint_dir(final_dir: str | os.PathLike) -> Path:
+    """Where a model being trained into `final_dir` keeps its resumable checkpoint (shadow_models.checkpoint)."""
+    final_dir = Path(final_dir)
+    return final_dir.with_name(final_dir.name + CHECKPOINT_SUFFIX)
+
+
+def is_work_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is a staging (`partial_dir`) or checkpoint (`checkpoint_dir`) folder beside its final folder,
+    not a finished one, whatever it holds (both can hold a DONE marker and a ledger)."""
+    return Path(path).name.endswith((PARTIAL_SUFFIX, CHECKPOINT_SUFFIX))
 
 
 @contextlib.contextmanager

@@ -13,13 +13,11 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from leakaudit.io import is_done, mark_done, read_json, staging_dir, write_json, write_text
+from leakaudit.io import checkpoint_dir, is_done, mark_done, read_json, staging_dir, write_json, write_text
 
 from shadow_models.modeling import trainable_state
 
-
-def checkpoint_dir(out_dir: Path) -> Path:
-    return out_dir.with_name(out_dir.name + ".ckpt")
+__all__ = ["checkpoint_dir", "load_checkpoint", "save_checkpoint"]  # checkpoint_dir: leakaudit.io names the folder
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list[dict]]:

@@ -215,3 +215,46 @@ def test_a_resumed_study_estimates_only_the_models_left_to_train(tmp_path, tiny_
         run.fixed(m).parent.mkdir(parents=True, exist_ok=True)
         run.fixed(m).write_bytes(b"")
     assert estimate_here(study)[0]["signals"] == 0
+
+
+def test_a_run_stopped_mid_scoring_is_priced_as_the_signals_stage_will_rescore_it(tmp_path, tiny_model_dir):
+    """The signals stage rescores every target a model serves once any one of them lacks that model's scores (so
+    a rerun batches them as an uninterrupted run did); the resumed ETA prices that, not just the missing file
+    (it used to count only the missing target, under-pricing a run stopped mid-scoring)."""
+    from leakaudit.cost import workload_from_study
+    from leakaudit.io import mark_done
+    from leakaudit.signals.store import TRAJECTORIES, logp_path
+    from leakaudit.study import Study
+
+    from conftest import tiny_study_config
+
+    study = Study(tiny_study_config(tmp_path, tiny_model_dir), progress=False, log=lambda m: None)
+    study.prepare(start_executor=False)
+    run, plan = study.run, study.plan()
+    targets = [v.target for v in plan.views()]
+    serves = {}  # model -> [(target, record ids or None)]
+    for t, scorers in study.fresh_scorers(targets).items():
+        for m, ids in scorers.items():
+            serves.setdefault(m, []).append((t, ids))
+    model = next(m for m, work in serves.items() if len(work) >= 2)
+    for m in {*serves, *plan.models}:  # every model's fixed texts scored, every target sampled
+        run.fixed(m).parent.mkdir(parents=True, exist_ok=True)
+        run.fixed(m).write_bytes(b"")
+    for t in targets:
+        run.fresh(t).mkdir(parents=True, exist_ok=True)
+        (run.fresh(t) / TRAJECTORIES).write_bytes(b"")
+    for m, work in serves.items():  # every score written but one: `model` on its first target
+        for t, _ in (work[1:] if m == model else work):
+            logp_path(run.fresh(t), m).write_bytes(b"")
+    left = workload_from_study(study, unfinished_only=True)
+    assert left.targets == [] and left.fixed_scored == {} and left.scoring_jobs == 1
+    domain_of = {v.target: v.domain for v in plan.views()}
+    expected = {}
+    for t, ids in serves[model]:  # all of the model's targets, as the stage rescores them
+        d = domain_of[t]
+        expected[d] = expected.get(d, 0) + (len(plan.candidates[d]) if ids is None else len(ids))
+    assert left.fresh_scored == expected
+    assert study.signals_left().scoring == {model: (False, [[t, ids] for t, ids in serves[model]])}
+    for t in targets:  # every target DONE: nothing left, whatever its files
+        mark_done(run.fresh(t))
+    assert study.signals_left().scoring == {} and workload_from_study(study, unfinished_only=True).fresh_scored == {}

@@ -8,16 +8,20 @@ import pytest
 
 from fake_run import write_fake_run
 from leakaudit.errors import InputError
+from leakaudit.io import mark_done
 from leakaudit.report import build_report
 from leakaudit.report.health import ledger_kl, training_health
 
 
-def _ledger(directory, kls, *, shuffle=False):
+def _ledger(directory, kls, *, shuffle=False, done=True):
+    """A model folder with a ledger of these per-step KLs (and its DONE marker unless `done` is False)."""
     directory.mkdir(parents=True, exist_ok=True)
     rows = [{"step": i, "loss": 0.0, "teacher_kl": kl} for i, kl in enumerate(kls)]
     if shuffle:
         rows = rows[::-1]
     (directory / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if done:
+        mark_done(directory)
 
 
 def test_training_health_golden_values(tmp_path):
@@ -25,7 +29,10 @@ def test_training_health_golden_values(tmp_path):
     _ledger(models / "code-s0", [1.2, 0.8, 0.5, 0.3, 0.2])
     _ledger(models / "code-null", [1.26, 0.9, 1.5, 1.8, 1.9], shuffle=True)  # order comes from "step"
     _ledger(models / "_teacher", [5.0, 9.0])                                 # the teacher is not a student
-    (models / "code-s1").mkdir()                                              # no ledger yet: skipped
+    mark_done(models / "code-s1")                                             # no ledger: skipped
+    _ledger(models / "code-s2", [0.9, 0.5], done=False)                        # killed before DONE: skipped
+    _ledger(models / "code-s3.partial", [0.9, 0.5], done=False)                # a model in training and its
+    _ledger(models / "code-s3.ckpt", [0.9, 0.5])                               # checkpoint: not models
     rows = {r["model_id"]: r for r in training_health(models)}
     assert set(rows) == {"code-s0", "code-null"}
     assert rows["code-s0"] == {"model_id": "code-s0", "steps": 5, "kl_first": 1.2, "kl_min": 0.2,

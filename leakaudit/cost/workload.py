@@ -48,38 +48,40 @@ def workload_from_config(cfg: Any) -> Workload:
 
 def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workload:
     """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan.
-    `unfinished_only`: leave out what its run directory already holds (models and the prepared teacher DONE,
-    targets' trajectories sampled, fresh and fixed scores written), so a resumed run's ETA counts what is left."""
+    `unfinished_only`: only what its stages have left to do by their own reading of the run directory
+    (`models_left`, `signals_left`, `teacher_to_prepare`: the decisions the stages act on), so a resumed run's ETA
+    counts what is left and nothing else."""
     from leakaudit.assemble import BASE_ID
-    from leakaudit.io import is_done
-    from leakaudit.signals.store import has_logp, has_trajectories
-
-    run = study.run
-
-    def left(done: bool) -> bool:
-        return not (unfinished_only and done)
 
     plan = study.plan()
-    to_train = [m for m in study.trained_models() if left(is_done(run.model(m)))]
+    domain_of = {v.target: v.domain for v in plan.views()}
+    if unfinished_only:
+        left = study.signals_left()
+        to_train, to_sample = study.models_left(), left.to_sample
+        fresh_by_model = {m: fresh for m, (_, fresh) in left.scoring.items()}
+        fixed_models = [m for m, (fixed, _) in left.scoring.items() if fixed]
+        n_scoring, prepares_teacher = len(left.scoring), study.teacher_to_prepare()
+    else:
+        to_train, to_sample = study.trained_models(), list(domain_of)
+        fresh_by_model = {}
+        for target, scorers in study.fresh_scorers(list(domain_of)).items():
+            for m, ids in scorers.items():
+                fresh_by_model.setdefault(m, []).append([target, ids])
+        fixed_models = [BASE_ID, *plan.models]
+        n_scoring, prepares_teacher = len(plan.models) + 1, study.cfg.teacher.prepared
     trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in to_train]
-    views = [v for v in plan.views() if left(is_done(run.fresh(v.target)))]
-    targets = [(v.domain, len(plan.candidates[v.domain])) for v in views if left(has_trajectories(run.fresh(v.target)))]
+    targets = [(domain_of[t], len(plan.candidates[domain_of[t]])) for t in to_sample]
     fresh: dict[str, float] = {}
-    scoring = set()
-    for v in views:
-        for m, ids in study.fresh_scorers([v.target])[v.target].items():
-            if left(has_logp(run.fresh(v.target), m)):
-                scoring.add(m)
-                fresh[v.domain] = fresh.get(v.domain, 0) + (len(plan.candidates[v.domain]) if ids is None else len(ids))
+    for work in fresh_by_model.values():
+        for target, ids in work:
+            d = domain_of[target]
+            fresh[d] = fresh.get(d, 0) + (len(plan.candidates[d]) if ids is None else len(ids))
     fixed: dict[str, int] = {}
-    for m in [BASE_ID, *plan.models]:
-        if not left(run.fixed(m).is_file()):
-            continue
-        scoring.add(m)
+    for m in fixed_models:
         for d in (sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]):
             fixed[d] = fixed.get(d, 0) + len(plan.candidates[d]) + len(plan.population[d])
     sft: dict[str, int] = {}
-    if study.cfg.teacher.prepared and not study.is_audit and left(is_done(run.teacher)):
+    if prepares_teacher and not study.is_audit:
         for r in study.teacher_sft_records()[0]:
             sft[r.domain] = sft.get(r.domain, 0) + 1
-    return Workload(trained, targets, fresh, fixed, len(scoring) if unfinished_only else len(plan.models) + 1, sft)
+    return Workload(trained, targets, fresh, fixed, n_scoring, sft)

@@ -98,6 +98,16 @@ class Runner:
     def teacher_sft_records(self) -> tuple[list[Record], list[str]]:
         return teacher_stage.teacher_sft_records(self.ctx)
 
+    # ---- what is left of it, by the run directory (the stages' own decisions; read by a resumed run's ETA) -------
+    def teacher_to_prepare(self) -> bool:
+        return teacher_stage.teacher_to_prepare(self.ctx)
+
+    def models_left(self) -> list[str]:
+        return training.models_left(self.ctx)
+
+    def signals_left(self) -> signals_stage.SignalsLeft:
+        return signals_stage.signals_left(self.ctx)
+
     def external_models(self) -> dict[str, str]:
         """Model references the run reads but does not make, by error key (leakaudit.pipeline.checks.model_ref_key):
         the base, a teacher given by reference, the given targets that are models and the design's given models

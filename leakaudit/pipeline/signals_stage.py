@@ -5,6 +5,8 @@ missing. leakaudit.pipeline.jobs runs `sample_one` and `score_one` in their work
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from leakaudit.assemble import BASE_ID
 from leakaudit.config import with_seed
 from leakaudit.executors import Job
@@ -12,35 +14,57 @@ from leakaudit.io import is_done, mark_done
 from leakaudit.pipeline.context import JobRunner, RunContext
 
 
-def run_signals(ctx: RunContext, jobs: JobRunner) -> None:
+@dataclass(frozen=True)
+class SignalsLeft:
+    """What the signals stage has left to do, by what the run directory holds (everything on a new run)."""
+
+    pending: list[str]
+    """Targets whose fresh DONE is missing, in plan order."""
+    to_sample: list[str]
+    """Pending targets without trajectories."""
+    scorers: dict[str, dict[str, list[str] | None]]
+    """Pending target -> {model: record ids of its trajectories that model scores, None = all} (fresh_scorers)."""
+    scoring: dict[str, tuple[bool, list[list]]]
+    """Model -> (its fixed texts unscored, the [target, record ids] it scores), for every model with either; once
+    one of a model's pending targets lacks its scores it rescores all of them, batched as an uninterrupted run
+    batches them (score_one writes only the missing files)."""
+
+
+def signals_left(ctx: RunContext) -> SignalsLeft:
+    """What run_signals does next (and what a resumed run's ETA prices, leakaudit.cost.workload)."""
     from leakaudit.signals.store import has_logp, has_trajectories
 
     run, plan = ctx.run, ctx.plan()
-    pending = [v for v in plan.views() if not is_done(run.fresh(v.target))]
-    # 1) fresh trajectories from each target (student prompt only)
-    jobs.run_jobs("sample", [Job(f"sample:{v.target}", "leakaudit.pipeline.jobs:sample_job",
-                                 jobs.job_args(target=v.target))
-                             for v in pending if not has_trajectories(run.fresh(v.target))])
-    # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it
-    scorers = fresh_scorers(ctx, [v.target for v in pending])
-    needs: dict[str, list[tuple[str, list[str] | None]]] = {}
-    for v in pending:
-        for m, record_ids in scorers[v.target].items():
-            needs.setdefault(m, []).append((v.target, record_ids))
-    work = []
+    pending = [v.target for v in plan.views() if not is_done(run.fresh(v.target))]
+    scorers = fresh_scorers(ctx, pending)
+    needs: dict[str, list[list]] = {}
+    for t in pending:
+        for m, record_ids in scorers[t].items():
+            needs.setdefault(m, []).append([t, record_ids])
+    scoring = {}
     for m in [BASE_ID, *plan.models]:
         fixed_missing = not run.fixed(m).is_file()
-        # every target the model scores, whenever one lacks its scores: score_fresh_all batches them together,
-        # and a rerun must batch them as the uninterrupted run did (it writes only the missing files)
-        fresh = [[t, ids] for t, ids in needs.get(m, [])]
+        fresh = needs.get(m, [])
         if all(has_logp(run.fresh(t), m) for t, _ in fresh):
             fresh = []
         if fixed_missing or fresh:
-            work.append(Job(f"score:{m}", "leakaudit.pipeline.jobs:score_job",
-                            jobs.job_args(model_id=m, fixed=fixed_missing, fresh=fresh)))
-    jobs.run_jobs("score", work)
-    for v in pending:
-        mark_done(run.fresh(v.target), {"scored_by": scorers[v.target]})
+            scoring[m] = (fixed_missing, fresh)
+    return SignalsLeft(pending, [t for t in pending if not has_trajectories(run.fresh(t))], scorers, scoring)
+
+
+def run_signals(ctx: RunContext, jobs: JobRunner) -> None:
+    left = signals_left(ctx)
+    # 1) fresh trajectories from each target (student prompt only)
+    jobs.run_jobs("sample", [Job(f"sample:{t}", "leakaudit.pipeline.jobs:sample_job", jobs.job_args(target=t))
+                             for t in left.to_sample])
+    # 2) every model scores, once loaded: fixed texts of its domain(s) and the trajectories that need it (sampling
+    # writes trajectories only, so what is left to score is as read before it)
+    jobs.run_jobs("score", [Job(f"score:{m}", "leakaudit.pipeline.jobs:score_job",
+                                jobs.job_args(model_id=m, fixed=fixed, fresh=fresh))
+                            for m, (fixed, fresh) in left.scoring.items()])
+    # 3) each target's fresh DONE, once every model it needs has scored
+    for t in left.pending:
+        mark_done(ctx.run.fresh(t), {"scored_by": left.scorers[t]})
 
 
 def fresh_scorers(ctx: RunContext, targets: list[str]) -> dict[str, dict[str, list[str] | None]]:

@@ -18,7 +18,7 @@ def run_teacher(ctx: RunContext) -> None:
     # of one `accelerate launch` prepare it together instead (no lock), and only its rank 0 measures it
     world, rank = launch_ranks()
     with made_once(ctx.run.teacher) if world == 1 else contextlib.nullcontext():
-        if teacher.prepared and not is_done(ctx.run.teacher):
+        if teacher_to_prepare(ctx):
             from shadow_models.teacher_prep import prepare_teacher
 
             population, candidates = teacher_sft_records(ctx)
@@ -29,6 +29,11 @@ def run_teacher(ctx: RunContext) -> None:
                             trust_remote_code=ctx.cfg.trust_remote_code, sft_target=teacher.sft_target)
         if rank == 0:
             measure_teacher(ctx)
+
+
+def teacher_to_prepare(ctx: RunContext) -> bool:
+    """Whether the run's teacher is one it prepares and the run directory lacks it (DONE)."""
+    return ctx.cfg.teacher.prepared and not is_done(ctx.run.teacher)
 
 
 def teacher_sft_records(ctx: RunContext) -> tuple[list[Record], list[str]]:

@@ -20,18 +20,22 @@ def run_students(ctx: RunContext, jobs: JobRunner) -> None:
     from shadow_models.plan import plan_steps
 
     plan = ctx.plan()
-    todo = []
+    todo = models_left(ctx)
     for model_id in trained_models(plan):
-        if is_done(ctx.run.model(model_id)):
+        if model_id not in todo:
             check_trained_on(ctx, model_id)
-        else:
-            todo.append(model_id)
     t = ctx.cfg.training
     n_steps = {m: len(plan_steps(len(plan.members(m)), t.epochs, t.batch_size, 0)) for m in todo}
     work = [Job(m, "leakaudit.pipeline.jobs:train_student_job", jobs.job_args(model_id=m)) for m in todo]
     started = time.time()  # staging ledgers older than this are a killed run's (progress.student_statuses)
     jobs.run_jobs("students", work,
                   detail=lambda: running_line(student_statuses(ctx.run, todo, n_steps, since=started)))
+
+
+def models_left(ctx: RunContext) -> list[str]:
+    """The plan's trained models without a DONE directory, in plan order: what the students stage trains (and what
+    a resumed run's ETA prices, leakaudit.cost.workload)."""
+    return [m for m in trained_models(ctx.plan()) if not is_done(ctx.run.model(m))]
 
 
 def check_trained_on(ctx: RunContext, model_id: str) -> None:

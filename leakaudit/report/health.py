@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from leakaudit.data.records import jsonl_rows
+from leakaudit.io import is_done, is_work_folder
 
 LAST_STEPS = 3
 """The final KL is the mean over this many last steps (one step's KL is noisy)."""
@@ -27,13 +28,15 @@ def ledger_kl(path: Path) -> list[float]:
 
 
 def training_health(models_dir: Path) -> list[dict]:
-    """One row per trained model under `models_dir` (the prepared teacher `_teacher` is skipped) whose ledger
+    """One row per finished model under `models_dir` (DONE; the prepared teacher `_teacher` is skipped, and so are
+    a training model's `.partial` staging and `.ckpt` checkpoint folders, which hold ledgers too) whose ledger
     records teacher_kl: {model_id, steps, kl_first, kl_min, kl_last (mean of the last LAST_STEPS),
     moved_toward_teacher: kl_last < kl_first}."""
     out = []
     if not models_dir.is_dir():
         return out
-    for d in sorted(p for p in models_dir.iterdir() if p.is_dir() and not p.name.startswith("_")):
+    for d in sorted(p for p in models_dir.iterdir()
+                    if not p.name.startswith("_") and not is_work_folder(p) and is_done(p)):
         ledger = d / "ledger.jsonl"
         kls = ledger_kl(ledger) if ledger.is_file() else []
         if not kls:
