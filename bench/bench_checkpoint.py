@@ -26,7 +26,8 @@ def measure(model_ref: str, repeats: int) -> dict:
 
     from leakaudit.models import LoadOptions, load_model
     from shadow_models import optim
-    from shadow_models.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
+    from leakaudit.io import checkpoint_dir
+    from shadow_models.checkpoint import load_checkpoint, save_checkpoint
 
     model = load_model(model_ref, LoadOptions(dtype="float32", device="cpu"))
     model.train()

@@ -1,8 +1,8 @@
 """Resumable training checkpoints without pickle: trainable weights and AdamW state in safetensors, the rest JSON.
 
-Lives in ``<out_dir>.ckpt/`` (outside the staging directory, which every attempt wipes), is itself written through
-``staging_dir`` + DONE so a crash while checkpointing never leaves a half checkpoint, and is only resumed when its
-fingerprint (config hash, base, teacher, record ids) matches the new run.
+Lives in ``leakaudit.io.checkpoint_dir(out_dir)``, ``<out_dir>.ckpt/`` (outside the staging directory, which every
+attempt wipes), is itself written through ``staging_dir`` + DONE so a crash while checkpointing never leaves a half
+checkpoint, and is only resumed when its fingerprint (config hash, base, teacher, record ids) matches the new run.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from leakaudit.io import checkpoint_dir, is_done, mark_done, read_json, staging_dir, write_json, write_text
+from leakaudit.io import is_done, mark_done, read_json, staging_dir, write_json, write_text
 
 from shadow_models.modeling import trainable_state
-
-__all__ = ["checkpoint_dir", "load_checkpoint", "save_checkpoint"]  # checkpoint_dir: leakaudit.io names the folder
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list[dict]]:

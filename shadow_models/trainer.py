@@ -26,14 +26,14 @@ from accelerate.utils import gather_object
 
 from leakaudit.data.records import Record
 from leakaudit.errors import ConfigError
-from leakaudit.io import is_done, mark_done, staging_dir, write_json
+from leakaudit.io import checkpoint_dir, is_done, mark_done, staging_dir, write_json
 from leakaudit.models import resolve_model_ref
 from leakaudit.prompting import student_prompt_ids, teacher_prompt_ids
 
 from shadow_models import optim
 from leakaudit.padding import right_pad
 from shadow_models.batching import completion_logits
-from shadow_models.checkpoint import checkpoint_dir, load_checkpoint, save_checkpoint
+from shadow_models.checkpoint import load_checkpoint, save_checkpoint
 from shadow_models.config import OPDConfig
 from shadow_models.losses import masked_sum, per_token_loss, sampled_logps
 from shadow_models.modeling import check_same_vocab, load_frozen, save_student, setup_training, teacher_view

@@ -58,24 +58,20 @@ def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workloa
     if unfinished_only:
         left = study.signals_left()
         to_train, to_sample = study.models_left(), left.to_sample
-        fresh_by_model = {m: fresh for m, (_, fresh) in left.scoring.items()}
+        scored = [(t, ids) for _, fresh in left.scoring.values() for t, ids in fresh]  # (target, record ids)
         fixed_models = [m for m, (fixed, _) in left.scoring.items() if fixed]
         n_scoring, prepares_teacher = len(left.scoring), study.teacher_to_prepare()
     else:
         to_train, to_sample = study.trained_models(), list(domain_of)
-        fresh_by_model = {}
-        for target, scorers in study.fresh_scorers(list(domain_of)).items():
-            for m, ids in scorers.items():
-                fresh_by_model.setdefault(m, []).append([target, ids])
+        scored = [(t, ids) for t, by_model in study.fresh_scorers(to_sample).items() for ids in by_model.values()]
         fixed_models = [BASE_ID, *plan.models]
         n_scoring, prepares_teacher = len(plan.models) + 1, study.cfg.teacher.prepared
     trained = [(plan.models[m]["domain"], plan.models[m]["role"], len(plan.members(m))) for m in to_train]
     targets = [(domain_of[t], len(plan.candidates[domain_of[t]])) for t in to_sample]
     fresh: dict[str, float] = {}
-    for work in fresh_by_model.values():
-        for target, ids in work:
-            d = domain_of[target]
-            fresh[d] = fresh.get(d, 0) + (len(plan.candidates[d]) if ids is None else len(ids))
+    for target, ids in scored:
+        d = domain_of[target]
+        fresh[d] = fresh.get(d, 0) + (len(plan.candidates[d]) if ids is None else len(ids))
     fixed: dict[str, int] = {}
     for m in fixed_models:
         for d in (sorted(plan.candidates) if m == BASE_ID else [plan.models[m]["domain"]]):
