@@ -68,11 +68,13 @@ def _metrics_digest(path: Path, work: Path) -> str:
     """sha256 of metrics.json less what differs between two identical runs: the date, the run's paths, the
     config hash (it covers the paths; `config/tiny` digests the hash of the tiny config at fixed paths instead) and
     the git commit the code ran at (env.json's `git`, copied into metrics.json: every commit changes it, so a digest
-    that kept it held only on the commit it was recorded on)."""
+    that kept it held only on the commit it was recorded on) and the library versions (`versions`, `libraries`: a
+    fresh install takes the newest release a pin allows, so a digest that kept them failed on a new peft with every
+    score unchanged; torch, whose version moves the floats, is in the platform key)."""
 
     def strip(node):
         if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k not in ("date", "config_hash", "git")}
+            return {k: strip(v) for k, v in node.items() if k not in ("date", "config_hash", "git", "versions", "libraries")}
         if isinstance(node, list):
             return [strip(v) for v in node]
         return node.replace(str(work), "<work>") if isinstance(node, str) else node
