@@ -104,6 +104,7 @@ def mark_done(directory: str | os.PathLike, info: dict | None = None) -> None:
 
 
 PARTIAL_SUFFIX = ".partial"
+PREVIOUS_SUFFIX = ".previous"
 CHECKPOINT_SUFFIX = ".ckpt"
 
 
@@ -113,6 +114,35 @@ def partial_dir(final_dir: str | os.PathLike) -> Path:
     return final_dir.with_name(final_dir.name + PARTIAL_SUFFIX)
 
 
+def previous_dir(final_dir: str | os.PathLike) -> Path:
+    """Where `staging_dir` moves the version of `final_dir` it replaces, for the instant between its two renames."""
+    final_dir = Path(final_dir)
+    return final_dir.with_name(final_dir.name + PREVIOUS_SUFFIX)
+
+
+def complete_version(final_dir: str | os.PathLike) -> Path | None:
+    """`final_dir` when it is DONE; its previous version when a stop between `staging_dir`'s two renames left
+    `final_dir` missing and that version complete; else None. Reads only (restore_previous puts it back)."""
+    final_dir = Path(final_dir)
+    if is_done(final_dir):
+        return final_dir
+    previous = previous_dir(final_dir)
+    return previous if not final_dir.exists() and is_done(previous) else None
+
+
+def restore_previous(final_dir: str | os.PathLike) -> None:
+    """Undo what a stop inside `staging_dir`'s replacement left: the previous version goes back where `final_dir`
+    is missing, and is deleted where `final_dir` is in place."""
+    final_dir = Path(final_dir)
+    previous = previous_dir(final_dir)
+    if not previous.exists():
+        return
+    if final_dir.exists():
+        shutil.rmtree(previous)
+    else:
+        os.replace(previous, final_dir)
+
+
 def checkpoint_dir(final_dir: str | os.PathLike) -> Path:
     """Where a model being trained into `final_dir` keeps its resumable checkpoint (shadow_models.checkpoint)."""
     final_dir = Path(final_dir)
@@ -120,9 +150,9 @@ def checkpoint_dir(final_dir: str | os.PathLike) -> Path:
 
 
 def is_work_folder(path: str | os.PathLike) -> bool:
-    """Whether `path` is a staging (`partial_dir`) or checkpoint (`checkpoint_dir`) folder beside its final folder,
-    not a finished one, whatever it holds (both can hold a DONE marker and a ledger)."""
-    return Path(path).name.endswith((PARTIAL_SUFFIX, CHECKPOINT_SUFFIX))
+    """Whether `path` is a staging (`partial_dir`, `previous_dir`) or checkpoint (`checkpoint_dir`) folder beside
+    its final folder, not a finished one, whatever it holds (each can hold a DONE marker and a ledger)."""
+    return Path(path).name.endswith((PARTIAL_SUFFIX, PREVIOUS_SUFFIX, CHECKPOINT_SUFFIX))
 
 
 @contextlib.contextmanager
@@ -130,14 +160,22 @@ def staging_dir(final_dir: str | os.PathLike) -> Iterator[Path]:
     """A fresh `<final>.partial` directory that replaces `final_dir` only when the block succeeds.
 
     A crash leaves only the `.partial` directory, which the next attempt deletes; `final_dir` is never seen
-    half-complete.
+    half-complete. A version of `final_dir` already there is renamed aside (`previous_dir`) before the new one is
+    renamed in, and deleted after: a stop at any instant leaves one complete version (`complete_version` finds
+    it; the next attempt puts it back). Deleting it first, as this once did, lost it to a stop during the delete
+    (a 1.6 GB training checkpoint takes a noticeable time to delete).
     """
     final_dir = Path(final_dir)
+    restore_previous(final_dir)
     partial = partial_dir(final_dir)
     if partial.exists():
         shutil.rmtree(partial)
     partial.mkdir(parents=True)
     yield partial
     if final_dir.exists():
-        shutil.rmtree(final_dir)
-    os.replace(partial, final_dir)
+        previous = previous_dir(final_dir)
+        os.replace(final_dir, previous)
+        os.replace(partial, final_dir)
+        shutil.rmtree(previous)
+    else:
+        os.replace(partial, final_dir)

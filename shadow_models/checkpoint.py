@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from leakaudit.io import is_done, mark_done, read_json, staging_dir, write_json, write_text
+from leakaudit.io import complete_version, mark_done, read_json, restore_previous, staging_dir, write_json, write_text
 
 from shadow_models.modeling import trainable_state
 
@@ -40,15 +40,34 @@ def save_checkpoint(ckpt: Path, *, model: Any, optimizer: torch.optim.Optimizer,
         mark_done(tmp)
 
 
+def checkpoint_fingerprint(config: Any, base_model: str, teacher_model: str | None, record_ids: list[str],
+                           num_processes: int) -> dict:
+    """What a checkpoint must have been written for to be resumed: the config hash (checkpoint fields at their
+    defaults, shadow_models.config.RESUME_FIELDS), base, teacher, record ids in training order, processes."""
+    return {"config": config.config_hash(), "base": base_model, "teacher": teacher_model, "records": list(record_ids),
+            "num_processes": num_processes}
+
+
+def resumable_step(ckpt: Path, fingerprint: dict, *, ignore: tuple[str, ...] = ()) -> int:
+    """The step a complete checkpoint at `ckpt` resumes from when its fingerprint equals `fingerprint` (keys in
+    `ignore` left out of the comparison), else 0. Reads state.json only (a resumed run's ETA,
+    leakaudit.pipeline.training.training_left)."""
+    found = complete_version(ckpt)  # the checkpoint, or the one a stop mid-replacement left aside
+    if found is None:
+        return 0
+    state = read_json(found / "state.json")
+    saved = {k: v for k, v in state["fingerprint"].items() if k not in ignore}
+    return int(state["next_step"]) if saved == {k: v for k, v in fingerprint.items() if k not in ignore} else 0
+
+
 def load_checkpoint(ckpt: Path, *, model: Any, optimizer: torch.optim.Optimizer, fingerprint: dict
                     ) -> tuple[int, list[str]] | None:
     """Restore weights and optimizer in place; returns (next_step, ledger lines), or None when there is no
     complete checkpoint for this exact run."""
-    if not is_done(ckpt):
+    restore_previous(ckpt)
+    if not resumable_step(ckpt, fingerprint):
         return None
     state = read_json(ckpt / "state.json")
-    if state["fingerprint"] != fingerprint:
-        return None
     weights = load_file(str(ckpt / "trainable.safetensors"))
     params = dict(model.named_parameters())
     if set(weights) != {n for n, p in params.items() if p.requires_grad}:

@@ -26,14 +26,14 @@ from accelerate.utils import gather_object
 
 from leakaudit.data.records import Record
 from leakaudit.errors import ConfigError
-from leakaudit.io import checkpoint_dir, is_done, mark_done, staging_dir, write_json
+from leakaudit.io import checkpoint_dir, is_done, mark_done, previous_dir, staging_dir, write_json
 from leakaudit.models import resolve_model_ref
 from leakaudit.prompting import student_prompt_ids, teacher_prompt_ids
 
 from shadow_models import optim
 from leakaudit.padding import right_pad
 from shadow_models.batching import completion_logits
-from shadow_models.checkpoint import load_checkpoint, save_checkpoint
+from shadow_models.checkpoint import checkpoint_fingerprint, load_checkpoint, save_checkpoint
 from shadow_models.config import OPDConfig
 from shadow_models.losses import masked_sum, per_token_loss, sampled_logps
 from shadow_models.modeling import check_same_vocab, load_frozen, save_student, setup_training, teacher_view
@@ -106,8 +106,8 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
         student, learning_rate=config.learning_rate, weight_decay=config.weight_decay,
         warmup_steps=config.warmup_steps, schedule=config.lr_schedule, total_steps=len(steps),
         fused=config.fused_optimizer)
-    fingerprint = {"config": config.config_hash(), "base": base_model, "teacher": teacher_model,
-                   "records": [r.record_id for r in records], "num_processes": accelerator.num_processes}
+    fingerprint = checkpoint_fingerprint(config, base_model, teacher_model, [r.record_id for r in records],
+                                         accelerator.num_processes)
     ckpt = checkpoint_dir(out_dir)
     start_step, ledger = 0, []
     if config.save_checkpoints:
@@ -160,8 +160,10 @@ def train_student(base_model: str, records: list[Record], out_dir: Path, config:
             write_json(tmp / "meta.json", _meta(base_model, teacher_model, model_id, config, records, steps,
                                                 accelerator, wall, start_step, eos_ids))
             mark_done(tmp, {"wall_seconds": wall, "steps": len(steps)})
-    if accelerator.is_main_process and ckpt.exists():
-        shutil.rmtree(ckpt)
+    if accelerator.is_main_process:
+        for leftover in (ckpt, previous_dir(ckpt)):  # the checkpoint, and one a stop mid-replacement left aside
+            if leftover.exists():
+                shutil.rmtree(leftover)
     accelerator.wait_for_everyone()
     return out_dir
 

@@ -258,3 +258,52 @@ def test_a_run_stopped_mid_scoring_is_priced_as_the_signals_stage_will_rescore_i
     for t in targets:  # every target DONE: nothing left, whatever its files
         mark_done(run.fresh(t))
     assert study.signals_left().scoring == {} and workload_from_study(study, unfinished_only=True).fresh_scored == {}
+
+
+def test_a_checkpointed_student_is_priced_by_the_steps_it_has_left(tmp_path, tiny_model_dir, monkeypatch):
+    """A student stopped after its checkpoint at step 2 of 3 resumes with one step to run: the resumed ETA prices
+    one third of it (it priced the whole student). A checkpoint of other inputs is not resumed and is not counted;
+    with checkpoints off the trainer resumes nothing, so nothing is counted either."""
+    import dataclasses
+
+    import leakaudit.envinfo as envinfo
+    from leakaudit.cost import estimate_here, read_rates, workload_from_study
+    from leakaudit.io import checkpoint_dir, read_json, write_json
+    from leakaudit.study import Study
+
+    from conftest import tiny_study_config
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_third(entry):
+        if entry["step"] == 2:
+            raise Stop
+
+    machine = read_rates()[0].machine
+    monkeypatch.setattr(envinfo, "cpu_info", lambda: {"tag": machine})
+    extra = ("training.epochs=3", "training.save_checkpoints=true", "training.checkpoint_every=1")
+    study = Study(tiny_study_config(tmp_path, tiny_model_dir, *extra), progress=False, log=lambda m: None)
+    study.prepare(start_executor=False)
+    models = study.trained_models()
+    assert study.training_left() == {m: 1.0 for m in models}
+    full = estimate_here(study)[0]["students"]
+    with pytest.raises(Stop):
+        study.train_one(models[0], step_hook=stop_at_third)
+    ckpt = checkpoint_dir(study.run.model(models[0]))
+    assert read_json(ckpt / "state.json")["next_step"] == 2
+    assert study.training_left() == {models[0]: pytest.approx(1 / 3), **{m: 1.0 for m in models[1:]}}
+    assert workload_from_study(study, unfinished_only=True).trained_left[0] == pytest.approx(1 / 3)
+    # the tiny plan's models train on as many records each: the estimate falls by two thirds of one model's share
+    assert estimate_here(study)[0]["students"] == pytest.approx(full * (len(models) - 2 / 3) / len(models))
+
+    # checkpoints turned off (the same run: they are outside its hash): the trainer resumes nothing
+    cfg = study.ctx.cfg
+    study.ctx.cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, save_checkpoints=False))
+    assert study.training_left()[models[0]] == 1.0
+    study.ctx.cfg = cfg
+    # the same checkpoint written for other records: the trainer would start afresh, and so does the estimate
+    state = read_json(ckpt / "state.json")
+    state["fingerprint"]["records"] = state["fingerprint"]["records"][::-1]
+    write_json(ckpt / "state.json", state)
+    assert study.training_left()[models[0]] == 1.0

@@ -74,15 +74,18 @@ def study_cost(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths],
         t.add_tokens("sft", cfg.teacher.prep.epochs * n * (ln.teacher_context + ln.reference))
     # students: each pass over its records samples a rollout, runs the teacher over it, updates on prompt + rollout
     steps_total = 0
-    for dom, _, r in w.trained:
+    left = w.trained_left if w.trained_left is not None else [1.0] * len(w.trained)
+    for (dom, _, r), f in zip(w.trained, left, strict=True):
+        # f < 1: a resumed checkpoint holds the first (1 - f) of its steps; every step costs alike
         ln = lengths[dom]
-        steps = tr.epochs * math.ceil(r / tr.batch_size)
+        steps = tr.epochs * math.ceil(r / tr.batch_size) * f
         steps_total += steps
-        visits = tr.epochs * r
+        visits = tr.epochs * r * f
         s.jobs += 1
         s.add_tokens("rollout_prefill", visits * ln.prompt)
         s.add_tokens("rollout", visits * g)
-        s.add_tokens("teacher", r * ln.teacher_context * (1 if tr.teacher_prefix_cache else tr.epochs) + visits * g)
+        s.add_tokens("teacher", f * r * ln.teacher_context * (1 if tr.teacher_prefix_cache else tr.epochs)
+                     + visits * g)
         s.add_tokens("update", visits * (ln.prompt + g))
         s.decode_steps += steps * g
     # signals: each target samples k trajectories per candidate; the scorers score them and the fixed texts
@@ -105,7 +108,7 @@ def study_cost(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths],
     q.dense_flops = 2 * n_mm * (q.tokens.get("sample_prefill", 0) + q.tokens.get("score_fresh", 0)
                                 + q.tokens.get("score_fixed", 0))
     _peak_memory(cfg, shape, lengths, stages, max((r for _, _, r in w.trained), default=0))
-    return StudyCost(models=models, opd_steps=steps_total, stages=stages, lengths=dict(lengths), shape=shape)
+    return StudyCost(models=models, opd_steps=round(steps_total), stages=stages, lengths=dict(lengths), shape=shape)
 
 
 def _peak_memory(cfg: Any, shape: ModelShape, lengths: Mapping[str, Lengths], stages: dict[str, StageCost],

@@ -21,6 +21,9 @@ class Workload:
     scoring_jobs: int
     teacher_sft: dict[str, int]
     """domain -> records the prepared teacher fine-tunes on (empty: no prepared teacher)."""
+    trained_left: list[float] | None = None
+    """Per model of `trained`, the fraction of its steps still to run (a resumed checkpoint holds the rest);
+    None: all of every model's."""
 
 
 def workload_from_config(cfg: Any) -> Workload:
@@ -49,8 +52,8 @@ def workload_from_config(cfg: Any) -> Workload:
 def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workload:
     """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan.
     `unfinished_only`: only what its stages have left to do by their own reading of the run directory
-    (`models_left`, `signals_left`, `teacher_to_prepare`: the decisions the stages act on), so a resumed run's ETA
-    counts what is left and nothing else."""
+    (`models_left`, `signals_left`, `teacher_to_prepare`: the decisions the stages act on; `training_left`: the
+    steps a checkpoint already holds), so a resumed run's ETA counts what is left and nothing else."""
     from leakaudit.assemble import BASE_ID
 
     plan = study.plan()
@@ -58,11 +61,12 @@ def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workloa
     if unfinished_only:
         left = study.signals_left()
         to_train, to_sample = study.models_left(), left.to_sample
+        trained_left: list[float] | None = list(study.training_left().values())
         scored = [(t, ids) for _, fresh in left.scoring.values() for t, ids in fresh]  # (target, record ids)
         fixed_models = [m for m, (fixed, _) in left.scoring.items() if fixed]
         n_scoring, prepares_teacher = len(left.scoring), study.teacher_to_prepare()
     else:
-        to_train, to_sample = study.trained_models(), list(domain_of)
+        to_train, to_sample, trained_left = study.trained_models(), list(domain_of), None
         scored = [(t, ids) for t, by_model in study.fresh_scorers(to_sample).items() for ids in by_model.values()]
         fixed_models = [BASE_ID, *plan.models]
         n_scoring, prepares_teacher = len(plan.models) + 1, study.cfg.teacher.prepared
@@ -80,4 +84,4 @@ def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workloa
     if prepares_teacher and not study.is_audit:
         for r in study.teacher_sft_records()[0]:
             sft[r.domain] = sft.get(r.domain, 0) + 1
-    return Workload(trained, targets, fresh, fixed, n_scoring, sft)
+    return Workload(trained, targets, fresh, fixed, n_scoring, sft, trained_left)

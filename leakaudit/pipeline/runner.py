@@ -105,6 +105,9 @@ class Runner:
     def models_left(self) -> list[str]:
         return training.models_left(self.ctx)
 
+    def training_left(self) -> dict[str, float]:
+        return training.training_left(self.ctx)
+
     def signals_left(self) -> signals_stage.SignalsLeft:
         return signals_stage.signals_left(self.ctx)
 

@@ -38,6 +38,28 @@ def models_left(ctx: RunContext) -> list[str]:
     return [m for m in trained_models(ctx.plan()) if not is_done(ctx.run.model(m))]
 
 
+def training_left(ctx: RunContext) -> dict[str, float]:
+    """models_left -> the fraction of its optimizer steps still to run: below 1 when a checkpoint this run would
+    resume from (shadow_models.checkpoint.resumable_step) holds some of them. What a resumed run's ETA prices."""
+    from shadow_models.checkpoint import checkpoint_fingerprint, resumable_step
+    from shadow_models.plan import plan_steps
+
+    from leakaudit.io import checkpoint_dir
+
+    plan, left = ctx.plan(), {}
+    for m in models_left(ctx):
+        training = with_seed(ctx.cfg.training, ctx.stage_seed("train", m))
+        n_steps = len(plan_steps(len(plan.members(m)), training.epochs, training.batch_size, 0))
+        done = 0
+        if training.save_checkpoints and n_steps:
+            # the process count is the trainer's to know; a study trains each model in one process
+            fingerprint = checkpoint_fingerprint(training, ctx.cfg.base_model, ctx.teacher_model(),
+                                                 plan.members(m), 1)
+            done = resumable_step(checkpoint_dir(ctx.run.model(m)), fingerprint, ignore=("num_processes",))
+        left[m] = 1.0 - done / n_steps if n_steps else 1.0
+    return left
+
+
 def check_trained_on(ctx: RunContext, model_id: str) -> None:
     """InputError unless the finished models/<model_id> trained on the records the plan gives it."""
     out = ctx.run.model(model_id)
