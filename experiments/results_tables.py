@@ -1,6 +1,7 @@
-"""Produces the mean per-target AUROC tables of docs/results.md (headline, eight-passes, references) and README.md
-(readme-code, readme-math, readme-medical) from the stored scores in results/, and writes them between each table's
-`<!-- table:NAME -->` / `<!-- /table:NAME -->` markers. Nothing is edited by hand: rerun after a new run lands.
+"""Produces the mean per-target AUROC tables of docs/results.md (headline, eight-passes, references, protocol-dev)
+and README.md (readme-code, readme-math, readme-medical) from the stored scores in results/, and writes them between
+each table's `<!-- table:NAME -->` / `<!-- /table:NAME -->` markers. Nothing is edited by hand: rerun after a new
+run lands.
 
     python experiments/results_tables.py            # rewrite the tables in place
     python experiments/results_tables.py --check    # exit 1 when a stored table differs from what the scores give
@@ -50,12 +51,15 @@ ROWS = {
     "references": [(f"math, 8 passes, 8 offline references (seed {s})",
                     [f"regime_math_prepared_e8_offline8_seed{s}"]) for s in (1, 2, 3, 4, 5)]
                   + [("math, 8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
+    "protocol-dev": [("code, 8 passes, plan teacher, 8 offline references (development seed 8)",
+                      ["protocol-dev-code-plan-seed8"])],
     "readme-code": [("3 passes (seeds 0, 1)", ["make_study_default_seed0", "regime_code_prepared_seed1"]),
                     ("8 passes (seeds 1, 2)", ["regime_code_prepared_e8_seed1", "regime_code_prepared_e8_seed2"])],
     "readme-math": [("8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
     "readme-medical": [("3 passes, 4 offline references (seed 0)", ["regime_medical_prepared_offline4_seed0"])],
 }
 FILES = {"headline": "docs/results.md", "eight-passes": "docs/results.md", "references": "docs/results.md",
+         "protocol-dev": "docs/results.md",
          "readme-code": "README.md", "readme-math": "README.md", "readme-medical": "README.md"}
 HEADER = ("| design | targets | Leaky | best OUT-only baseline | Leaky − it (paired) | best online attack (IN+OUT) "
           "| paper: max OUT-only baseline per target | TPR@1% FPR, Leaky / baseline (negatives) |\n"
