@@ -64,6 +64,10 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+UNSTABLE_KEYS = ("date", "config_hash", "git", "versions", "libraries")
+"""metrics.json keys that differ between two identical runs (see _metrics_digest)."""
+
+
 def _metrics_digest(path: Path, work: Path) -> str:
     """sha256 of metrics.json less what differs between two identical runs: the date, the run's paths, the
     config hash (it covers the paths; `config/tiny` digests the hash of the tiny config at fixed paths instead) and
@@ -74,7 +78,7 @@ def _metrics_digest(path: Path, work: Path) -> str:
 
     def strip(node):
         if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k not in ("date", "config_hash", "git", "versions", "libraries")}
+            return {k: strip(v) for k, v in node.items() if k not in UNSTABLE_KEYS}
         if isinstance(node, list):
             return [strip(v) for v in node]
         return node.replace(str(work), "<work>") if isinstance(node, str) else node

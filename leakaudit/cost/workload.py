@@ -52,16 +52,17 @@ def workload_from_config(cfg: Any) -> Workload:
 def workload_from_study(study: Any, *, unfinished_only: bool = False) -> Workload:
     """The workload of a prepared leakaudit.study.Study (a study or an audit), read off its membership plan.
     `unfinished_only`: only what its stages have left to do by their own reading of the run directory
-    (`models_left`, `signals_left`, `teacher_to_prepare`: the decisions the stages act on; `training_left`: the
-    steps a checkpoint already holds), so a resumed run's ETA counts what is left and nothing else."""
+    (`training_left`, `signals_left`, `teacher_to_prepare`: the decisions the stages act on, training_left also
+    counting the steps a checkpoint already holds), so a resumed run's ETA counts what is left and nothing else."""
     from leakaudit.assemble import BASE_ID
 
     plan = study.plan()
     domain_of = {v.target: v.domain for v in plan.views()}
     if unfinished_only:
         left = study.signals_left()
-        to_train, to_sample = study.models_left(), left.to_sample
-        trained_left: list[float] | None = list(study.training_left().values())
+        fraction_left = study.training_left()  # models_left, in its order -> fraction of steps to run
+        to_train, to_sample = list(fraction_left), left.to_sample
+        trained_left: list[float] | None = list(fraction_left.values())
         scored = [(t, ids) for _, fresh in left.scoring.values() for t, ids in fresh]  # (target, record ids)
         fixed_models = [m for m, (fixed, _) in left.scoring.items() if fixed]
         n_scoring, prepares_teacher = len(left.scoring), study.teacher_to_prepare()

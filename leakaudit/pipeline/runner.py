@@ -102,9 +102,6 @@ class Runner:
     def teacher_to_prepare(self) -> bool:
         return teacher_stage.teacher_to_prepare(self.ctx)
 
-    def models_left(self) -> list[str]:
-        return training.models_left(self.ctx)
-
     def training_left(self) -> dict[str, float]:
         return training.training_left(self.ctx)
 

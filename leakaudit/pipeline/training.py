@@ -17,15 +17,13 @@ from leakaudit.pipeline.design import trained_models
 def run_students(ctx: RunContext, jobs: JobRunner) -> None:
     """One job per trained model not yet DONE; DONE ones are checked against the plan here."""
     from leakaudit.progress import running_line, student_statuses
-    from shadow_models.plan import plan_steps
 
     plan = ctx.plan()
     todo = models_left(ctx)
     for model_id in trained_models(plan):
         if model_id not in todo:
             check_trained_on(ctx, model_id)
-    t = ctx.cfg.training
-    n_steps = {m: len(plan_steps(len(plan.members(m)), t.epochs, t.batch_size, 0)) for m in todo}
+    n_steps = {m: steps_of(ctx, m) for m in todo}
     work = [Job(m, "leakaudit.pipeline.jobs:train_student_job", jobs.job_args(model_id=m)) for m in todo]
     started = time.time()  # staging ledgers older than this are a killed run's (progress.student_statuses)
     jobs.run_jobs("students", work,
@@ -38,23 +36,35 @@ def models_left(ctx: RunContext) -> list[str]:
     return [m for m in trained_models(ctx.plan()) if not is_done(ctx.run.model(m))]
 
 
-def training_left(ctx: RunContext) -> dict[str, float]:
-    """models_left -> the fraction of its optimizer steps still to run: below 1 when a checkpoint this run would
-    resume from (shadow_models.checkpoint.resumable_step) holds some of them. What a resumed run's ETA prices."""
-    from shadow_models.checkpoint import checkpoint_fingerprint, resumable_step
+def model_training(ctx: RunContext, model_id: str) -> Any:
+    """The OPDConfig model_id trains under: the study's training section with its seed derived from the master
+    seed and model_id (what train_one passes to the trainer, and what its checkpoint's fingerprint hashes)."""
+    return with_seed(ctx.cfg.training, ctx.stage_seed("train", model_id))
+
+
+def steps_of(ctx: RunContext, model_id: str) -> int:
+    """How many optimizer steps model_id's training takes (its records, passes and batch size; not its seed)."""
     from shadow_models.plan import plan_steps
+
+    t = ctx.cfg.training
+    return len(plan_steps(len(ctx.plan().members(model_id)), t.epochs, t.batch_size, 0))
+
+
+def training_left(ctx: RunContext) -> dict[str, float]:
+    """models_left, in its order -> the fraction of the model's optimizer steps still to run: below 1 when a
+    checkpoint this run would resume from (shadow_models.checkpoint.resumable_step) holds some of them. What a
+    resumed run's ETA prices."""
+    from shadow_models.checkpoint import checkpoint_fingerprint, resumable_step
 
     from leakaudit.io import checkpoint_dir
 
-    plan, left = ctx.plan(), {}
+    left = {}
     for m in models_left(ctx):
-        training = with_seed(ctx.cfg.training, ctx.stage_seed("train", m))
-        n_steps = len(plan_steps(len(plan.members(m)), training.epochs, training.batch_size, 0))
-        done = 0
+        training, n_steps, done = model_training(ctx, m), steps_of(ctx, m), 0
         if training.save_checkpoints and n_steps:
             # the process count is the trainer's to know; a study trains each model in one process
             fingerprint = checkpoint_fingerprint(training, ctx.cfg.base_model, ctx.teacher_model(),
-                                                 plan.members(m), 1)
+                                                 ctx.plan().members(m), 1)
             done = resumable_step(checkpoint_dir(ctx.run.model(m)), fingerprint, ignore=("num_processes",))
         left[m] = 1.0 - done / n_steps if n_steps else 1.0
     return left
@@ -83,7 +93,7 @@ def train_one(ctx: RunContext, model_id: str, step_hook: Callable[[dict], None] 
     if is_done(out):
         check_trained_on(ctx, model_id)
         return
-    training = with_seed(ctx.cfg.training, ctx.stage_seed("train", model_id))
+    training = model_training(ctx, model_id)
     # only the hooks given: stand-ins for train_student in tests (tests/test_positive_control.py) take neither
     hooks = {k: v for k, v in (("step_hook", step_hook), ("epoch_hook", epoch_hook)) if v is not None}
     ctx.log(f"[students] training {model_id} on {len(member_ids)} records")
