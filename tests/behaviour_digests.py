@@ -3,7 +3,9 @@
 `tiny_digests(work, threads)` builds the tiny random Llama, runs the tiny study and a tiny audit (CLI, two trained
 references) under `work` in a child process at `threads` torch threads, and returns the sha256 of each run's
 scores.parquet and metrics.json. The recorded digests live in tests/golden/tiny_run_digests.json, one entry per
-numeric platform (torch version, CPU capability, threads): float results are only byte-stable on one platform.
+numeric platform (torch version, CPU capability, CPU model and bf16 ISA, threads): float results are only byte-stable on one platform.
+What is digested is what the code computed, not what a library stamps on the file: scores.parquet's schema and
+values (not pandas' and pyarrow's version metadata), metrics.json less its dates, paths, versions and file hashes.
 
 Record the current code's digests (before a refactor, on the machine that will check it):
     python tests/behaviour_digests.py --record
@@ -54,17 +56,31 @@ sys.exit(code)
 
 
 def platform_key(threads: int) -> str:
-    """What float results depend on here: torch's version, the CPU kernels torch picked, the thread count."""
+    """What float results depend on here: torch's version, the CPU kernels torch picked, the CPU (its model and
+    best bf16 ISA: oneDNN runs the bf16 matmuls on AMX tiles where amx_bf16 is present, and torch's capability
+    string says 'AVX512' on both kinds of machine here) and the thread count."""
     import torch
 
-    return f"torch {torch.__version__} | {torch.backends.cpu.get_cpu_capability()} | {threads} threads"
+    from leakaudit.envinfo import cpu_info, isa_level
+
+    cpu = cpu_info()
+    return (f"torch {torch.__version__} | {torch.backends.cpu.get_cpu_capability()} | "
+            f"{cpu['model_name']} ({isa_level(cpu['flags'])}) | {threads} threads")
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _parquet_digest(path: Path) -> str:
+    """sha256 of a parquet file's columns (names and Arrow types) and values, every float exactly (JSON writes a
+    float's shortest round-trip repr). Not of its bytes: pandas and pyarrow write their own versions into the file
+    (pandas' schema metadata, parquet's created_by), so a fresh install with pandas 3.1.2 for 3.1.1 changed the bytes
+    of a table whose every value was the same."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    text = table.schema.remove_metadata().to_string() + "\n" + json.dumps(table.to_pylist(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-UNSTABLE_KEYS = ("date", "config_hash", "git", "versions", "libraries")
+UNSTABLE_KEYS = ("date", "config_hash", "git", "versions", "libraries", "inputs")
 """metrics.json keys that differ between two identical runs (see _metrics_digest)."""
 
 
@@ -74,7 +90,8 @@ def _metrics_digest(path: Path, work: Path) -> str:
     the git commit the code ran at (env.json's `git`, copied into metrics.json: every commit changes it, so a digest
     that kept it held only on the commit it was recorded on) and the library versions (`versions`, `libraries`: a
     fresh install takes the newest release a pin allows, so a digest that kept them failed on a new peft with every
-    score unchanged; torch, whose version moves the floats, is in the platform key)."""
+    score unchanged; torch, whose version moves the floats, is in the platform key) and the `inputs` it read (the
+sha256 of scores.parquet's bytes, which carry pandas' version; the digest checks that file's values itself)."""
 
     def strip(node):
         if isinstance(node, dict):
@@ -100,7 +117,7 @@ def tiny_digests(work: Path, threads: int) -> dict[str, str]:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, "-c", _CHILD, str(work), str(threads)], check=True, env=env, cwd=REPO)
     roots = {"study": work / "study" / "e2e", "audit": work / "audit"}
-    digests = {f"{kind}/scores.parquet": _sha256(root / "scores.parquet") for kind, root in roots.items()}
+    digests = {f"{kind}/scores.parquet": _parquet_digest(root / "scores.parquet") for kind, root in roots.items()}
     digests.update({f"{kind}/metrics.json": _metrics_digest(root / "metrics.json", work) for kind, root in roots.items()})
     return {**digests, "config/tiny": tiny_config_hash()}
 

@@ -1,6 +1,7 @@
-"""A refactor changes no result: the tiny study's and tiny audit's scores.parquet and metrics.json are byte-identical
-to the digests recorded before it (tests/golden/tiny_run_digests.json, per numeric platform: torch version, CPU
-capability, thread count). Record a new platform with `python tests/behaviour_digests.py --record`."""
+"""A refactor changes no result: the tiny study's and tiny audit's scores.parquet and metrics.json hold exactly the
+values recorded before it (digests in tests/golden/tiny_run_digests.json, per numeric platform: torch version, CPU
+capability, CPU model and bf16 ISA, thread count; see behaviour_digests.py for what is left out). Record a new platform
+with `python tests/behaviour_digests.py --record`."""
 
 from __future__ import annotations
 
