@@ -17,7 +17,7 @@ def _scores() -> pd.DataFrame:
     return pd.DataFrame({"record_id": ["a", "b"], "is_member": [True, False], "leaky": [0.125, -1.5]})
 
 
-def _write(df: pd.DataFrame, path, pandas_version: str, created_by_arrow: bool = True):
+def _write(df: pd.DataFrame, path, pandas_version: str):
     """Write df as pandas does, with `pandas_version` in the schema metadata as pandas writes it."""
     table = pa.Table.from_pandas(df, preserve_index=False)
     meta = json.loads(table.schema.metadata[b"pandas"])
