@@ -10,10 +10,12 @@ from types import ModuleType
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# bench/'s scripts import their siblings by name (benchlib, bench_peak, the API test server), as they can when run
-# as `python bench/NAME.py`; the tests that load them, or use the test server, need bench/ on the path as well.
-if str(REPO / "bench") not in sys.path:
-    sys.path.append(str(REPO / "bench"))
+# bench/'s and experiments/'s scripts import their siblings by name (benchlib, bench_peak, the API test server;
+# pool_runs), as they can when run as `python bench/NAME.py`; the tests that load them, or use the test server, need
+# both folders on the path as well.
+for folder in ("bench", "experiments"):
+    if str(REPO / folder) not in sys.path:
+        sys.path.append(str(REPO / folder))
 
 
 def _script(path: Path) -> ModuleType:
