@@ -48,7 +48,7 @@ def _memorise(base_model, records, out_dir, config, *, teacher_model=None, model
     with staging_dir(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        mark_done(tmp, {"final_loss": float(out.loss)})
+        mark_done(tmp, {"final_loss": out.loss.item()})
     return out_dir
 
 
