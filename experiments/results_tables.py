@@ -1,7 +1,7 @@
-"""Produces the mean per-target AUROC tables of docs/results.md (headline, eight-passes, references, protocol-dev)
-and README.md (readme-code, readme-math, readme-medical) from the stored scores in results/, and writes them between
-each table's `<!-- table:NAME -->` / `<!-- /table:NAME -->` markers. Nothing is edited by hand: rerun after a new
-run lands.
+"""Produces the mean per-target AUROC tables of docs/results.md (headline, eight-passes, references, protocol-dev,
+protocol-test) and README.md (readme-code, readme-math, readme-medical) from the stored scores in results/, and writes
+them between each table's `<!-- table:NAME -->` / `<!-- /table:NAME -->` markers. Nothing is edited by hand: rerun
+after a new run lands.
 
     python experiments/results_tables.py            # rewrite the tables in place
     python experiments/results_tables.py --check    # exit 1 when a stored table differs from what the scores give
@@ -9,18 +9,25 @@ run lands.
 Each row reads one design's runs together (experiments/pool_runs.py's pooled_tables: targets of several seeds kept apart,
 mean per-target AUROC with a two-level bootstrap, paired difference on the same resamples), with the bootstrap
 settings the runs' reports used.
+
+protocol-test is built from what results/ holds (`protocol_test_rows`): the prospective test of docs/protocol.md, each
+finished test seed alone and the finished seeds pooled, with the comparator chosen on the development run of the
+domain's chosen setting (amendment 4), and the pooled reading with the comparator of the domain's stored development
+seeds beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-import pool_runs  # a sibling: experiments/ is on the path of a script run from it
+import pool_runs  # siblings: experiments/ is on the path of a script run from it
+import protocol_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -59,18 +66,56 @@ ROWS = {
     "readme-medical": [("3 passes, 4 offline references (seed 0)", ["regime_medical_prepared_offline4_seed0"])],
 }
 FILES = {"headline": "docs/results.md", "eight-passes": "docs/results.md", "references": "docs/results.md",
-         "protocol-dev": "docs/results.md",
+         "protocol-dev": "docs/results.md", "protocol-test": "docs/results.md",
          "readme-code": "README.md", "readme-math": "README.md", "readme-medical": "README.md"}
 HEADER = ("| design | targets | Leaky | best OUT-only baseline | Leaky − it (paired) | best online attack (IN+OUT) "
           "| paper: max OUT-only baseline per target | TPR@1% FPR, Leaky / baseline (negatives) |\n"
           "|---|---|---|---|---|---|---|---|")
 
 
-def row(pool, label: str, runs: list[str]) -> str:
-    """One markdown row: the runs' real targets read together."""
-    dirs = [RESULTS / r for r in runs]
+OLD_DEV = {
+    # amendment 4: the comparator chosen on the domain's stored development seeds, read beside the decision
+    "code": ("the copying teacher's seeds 1, 2", ["regime_code_prepared_e8_seed1", "regime_code_prepared_e8_seed2"]),
+    "medical": ("seed 0 (3 passes)", ["regime_medical_prepared_offline4_seed0"]),
+    "math": ("seeds 1–5 (24 candidates, 48 tokens)",
+             [f"regime_math_prepared_e8_offline8_seed{s}" for s in range(1, 6)]),
+}
+NOTHING_YET = "| no test seed has finished |" + " |" * 7
+
+
+def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], list[str]]]:
+    """(label, test runs, development runs) per row of the prospective test, from what `results` holds: for each
+    domain whose choice results/protocol_choices.json records (code, medical, math order), each test seed with a
+    stored scores.parquet alone, then, once two are stored, them pooled (the decision) and the pooled reading with
+    the comparator of OLD_DEV. The comparator is chosen on the chosen setting's development run (seed 8)."""
+    choices_file = results / "protocol_choices.json"
+    choices = json.loads(choices_file.read_text(encoding="utf-8")) if choices_file.is_file() else {}
+    rows = []
+    for domain in ("code", "medical", "math"):
+        if domain not in choices:
+            continue
+        chosen = choices[domain]["chosen"]
+        dev = [protocol_runs.run_name(domain, chosen, protocol_runs.DEV_SEED)]
+        done = [(s, protocol_runs.run_name(domain, chosen, s)) for s in protocol_runs.TEST_SEEDS]
+        done = [(s, name) for s, name in done if (results / name / "scores.parquet").is_file()]
+        what = f"{domain}, {chosen}"
+        rows += [(f"{what}, test seed {s}", [name], dev) for s, name in done]
+        if len(done) > 1:
+            seeds = ", ".join(str(s) for s, _ in done)
+            names = [name for _, name in done]
+            rows.append((f"**{what}, test seeds {seeds} pooled: the decision**", names, dev))
+            old_label, old_runs = OLD_DEV[domain]
+            rows.append((f"{what}, test seeds {seeds} pooled, comparator from {old_label}", names, old_runs))
+    return rows
+
+
+def row(pool, label: str, runs: list[str], dev: list[str] | None = None, results: Path = RESULTS) -> str:
+    """One markdown row: the runs' real targets read together; with `dev`, the baselines are chosen on those
+    development runs and read on these (selection-free)."""
+    dirs = [results / r for r in runs]
     n_boot, seed = pool.common_bootstrap_settings(dirs)
-    t = pool.pooled_tables(pool.pooled_scores(dirs), n_boot=n_boot, seed=seed)
+    chosen = pool.dev_choices(pool.pooled_scores([results / r for r in dev]), n_boot=n_boot, seed=seed) if dev else None
+    t = pool.pooled_tables(pool.pooled_scores(dirs), n_boot=n_boot, seed=seed, chosen=chosen)
     h = t["headline"]
     scope = "all" if "all" in set(h["domain"]) else h["domain"].iloc[0]
     h = h[h["domain"] == scope].set_index("method")
@@ -89,8 +134,11 @@ def row(pool, label: str, runs: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def table(pool, name: str) -> str:
-    return "\n".join([HEADER] + [row(pool, label, runs) for label, runs in ROWS[name]])
+def table(pool, name: str, results: Path = RESULTS) -> str:
+    if name == "protocol-test":
+        rows = [row(pool, label, runs, dev, results) for label, runs, dev in protocol_test_rows(results)]
+        return "\n".join([HEADER] + (rows or [NOTHING_YET]))
+    return "\n".join([HEADER] + [row(pool, label, runs, results=results) for label, runs in ROWS[name]])
 
 
 def replace_block(text: str, name: str, body: str, path: str) -> str:
