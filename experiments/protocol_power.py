@@ -85,8 +85,8 @@ def main() -> None:
            "seed": args.seed, "by_targets": rows}
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"{', '.join(d.name for d in args.dev_runs)}: {args.primary} − {args.versus} over {len(targets)} targets: lead {diff.mean():+.3f}, "
-          f"SD of per-target differences {sd:.3f}")
+    print(f"{', '.join(d.name for d in args.dev_runs)}: {args.primary} − {args.versus} over {len(targets)} targets: "
+          f"lead {diff.mean():+.3f}, SD of per-target differences {sd:.3f}")
     for r in rows:
         print(f"  {r['targets']:3d} targets: shows the development lead {r['power_at_dev_lead']:.0%} of the time; "
               f"80% power needs a lead of at least {r['lead_shown_80pct_normal_approx']:.3f}")

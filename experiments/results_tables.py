@@ -109,12 +109,11 @@ def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], li
     return rows
 
 
-def row(pool, label: str, runs: list[str], dev: list[str] | None = None, results: Path = RESULTS) -> str:
-    """One markdown row: the runs' real targets read together; with `dev`, the baselines are chosen on those
-    development runs and read on these (selection-free)."""
+def row(pool, label: str, runs: list[str], chosen: dict[str, str] | None = None, results: Path = RESULTS) -> str:
+    """One markdown row: the runs' real targets read together; with `chosen` (pool_runs.dev_choices of development
+    runs), the baselines fixed there are read on these (selection-free)."""
     dirs = [results / r for r in runs]
     n_boot, seed = pool.common_bootstrap_settings(dirs)
-    chosen = pool.dev_choices(pool.pooled_scores([results / r for r in dev]), n_boot=n_boot, seed=seed) if dev else None
     t = pool.pooled_tables(pool.pooled_scores(dirs), n_boot=n_boot, seed=seed, chosen=chosen)
     h = t["headline"]
     scope = "all" if "all" in set(h["domain"]) else h["domain"].iloc[0]
@@ -136,7 +135,13 @@ def row(pool, label: str, runs: list[str], dev: list[str] | None = None, results
 
 def table(pool, name: str, results: Path = RESULTS) -> str:
     if name == "protocol-test":
-        rows = [row(pool, label, runs, dev, results) for label, runs, dev in protocol_test_rows(results)]
+        rows, chosen = [], {}  # a domain's development runs serve several rows: their choice is read once
+        for label, runs, dev in protocol_test_rows(results):
+            if tuple(dev) not in chosen:
+                n_boot, seed = pool.common_bootstrap_settings([results / r for r in runs])
+                chosen[tuple(dev)] = pool.dev_choices(pool.pooled_scores([results / r for r in dev]), n_boot=n_boot,
+                                                      seed=seed)
+            rows.append(row(pool, label, runs, chosen[tuple(dev)], results))
         return "\n".join([HEADER] + (rows or [NOTHING_YET]))
     return "\n".join([HEADER] + [row(pool, label, runs, results=results) for label, runs in ROWS[name]])
 

@@ -3,7 +3,8 @@
 `tiny_digests(work, threads)` builds the tiny random Llama, runs the tiny study and a tiny audit (CLI, two trained
 references) under `work` in a child process at `threads` torch threads, and returns the sha256 of each run's
 scores.parquet and metrics.json. The recorded digests live in tests/golden/tiny_run_digests.json, one entry per
-numeric platform (torch version, CPU capability, CPU model and bf16 ISA, threads): float results are only byte-stable on one platform.
+numeric platform (torch version, CPU capability, CPU model and bf16 ISA, threads): float results are only
+byte-stable on one platform.
 What is digested is what the code computed, not what a library stamps on the file: scores.parquet's schema and
 values (not pandas' and pyarrow's version metadata), metrics.json less its dates, paths, versions and file hashes.
 
@@ -76,7 +77,8 @@ def _parquet_digest(path: Path) -> str:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path)
-    text = table.schema.remove_metadata().to_string() + "\n" + json.dumps(table.to_pylist(), sort_keys=True, default=str)
+    values = json.dumps(table.to_pylist(), sort_keys=True, default=str)
+    text = table.schema.remove_metadata().to_string() + "\n" + values
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -91,7 +93,7 @@ def _metrics_digest(path: Path, work: Path) -> str:
     that kept it held only on the commit it was recorded on) and the library versions (`versions`, `libraries`: a
     fresh install takes the newest release a pin allows, so a digest that kept them failed on a new peft with every
     score unchanged; torch, whose version moves the floats, is in the platform key) and the `inputs` it read (the
-sha256 of scores.parquet's bytes, which carry pandas' version; the digest checks that file's values itself)."""
+    sha256 of scores.parquet's bytes, which carry pandas' version; the digest checks that file's values itself)."""
 
     def strip(node):
         if isinstance(node, dict):
