@@ -51,6 +51,21 @@ OPTIONS = {
              ("prepared128", ["training.max_new_tokens=128", "signals.sampling.max_new_tokens=128"]),
              ("prepared192", ["training.max_new_tokens=192", "signals.sampling.max_new_tokens=192"])],
 }
+DESCRIBED = {
+    # each option as the results tables name it
+    "passes8": "8 passes", "passes3": "3 passes",
+    "restated": "restated teacher (locals renamed)", "plan": "plan teacher (the program as numbered English steps)",
+    "prepared": "copying teacher",
+    "restated48": "restated teacher (answer first), 48 tokens", "prepared128": "copying teacher, 128 tokens",
+    "prepared192": "copying teacher, 192 tokens",
+}
+STORED_DEV_RUNS = {
+    # each domain's development seeds stored before this design (docs/protocol.md, "Per domain"), with their label
+    "code": ("the copying teacher's seeds 1, 2", ["regime_code_prepared_e8_seed1", "regime_code_prepared_e8_seed2"]),
+    "medical": ("seed 0 (3 passes)", ["regime_medical_prepared_offline4_seed0"]),
+    "math": ("seeds 1–5 (24 candidates, 48 tokens)",
+             [f"regime_math_prepared_e8_offline8_seed{s}" for s in range(1, 6)]),
+}
 EXISTING_NAMES = {
     # the medical development run was started (same design, same config) before this script existed
     ("medical", "passes8", DEV_SEED): "dev-medical-prepared-e8-offline8-c48-seed8",
@@ -60,6 +75,19 @@ EXISTING_NAMES = {
 def run_name(domain: str, label: str, seed: int) -> str:
     phase = "dev" if seed == DEV_SEED else "test"
     return EXISTING_NAMES.get((domain, label, seed), f"protocol-{phase}-{domain}-{label}-seed{seed}")
+
+
+def comparator_dev_runs(domain: str, chosen: str) -> list[str]:
+    """The development runs whose scores choose the comparator of a domain's test seeds (amendment 4: the development
+    runs of the regime the test seeds run in).
+    - medical: its seed 8 run, which its rule runs at 8 passes only, so also when the rule falls back to 3 passes;
+    - code with the copying teacher (the rule's fallback): the stored copying-teacher seeds 1, 2;
+    - otherwise the chosen option's seed 8 run (code: the teacher chosen; math: the answer window chosen)."""
+    if domain == "medical":
+        return [run_name("medical", "passes8", DEV_SEED)]
+    if domain == "code" and chosen == "prepared":
+        return STORED_DEV_RUNS["code"][1]
+    return [run_name(domain, chosen, DEV_SEED)]
 
 
 def overrides(domain: str, label: str, seed: int, out_root: Path) -> list[str]:

@@ -1,19 +1,19 @@
 """Produces the mean per-target AUROC tables of docs/results.md (headline, eight-passes, references, protocol-dev,
-protocol-test) and README.md (readme-code, readme-math, readme-medical) from the stored scores in results/, and writes
-them between each table's `<!-- table:NAME -->` / `<!-- /table:NAME -->` markers. Nothing is edited by hand: rerun
-after a new run lands.
+protocol-test) and README.md (readme-verdict, readme-code, readme-math, readme-medical) from the stored scores in
+results/, and writes them between each table's `<!-- table:NAME -->` / `<!-- /table:NAME -->` markers. Nothing is
+edited by hand: rerun after a new run lands.
 
     python experiments/results_tables.py            # rewrite the tables in place
     python experiments/results_tables.py --check    # exit 1 when a stored table differs from what the scores give
 
-Each row reads one design's runs together (experiments/pool_runs.py's pooled_tables: targets of several seeds kept apart,
-mean per-target AUROC with a two-level bootstrap, paired difference on the same resamples), with the bootstrap
+Each row reads one design's runs together (experiments/pool_runs.py's pooled_tables: targets of several seeds kept
+apart, mean per-target AUROC with a two-level bootstrap, paired difference on the same resamples), with the bootstrap
 settings the runs' reports used.
 
 protocol-test is built from what results/ holds (`protocol_test_rows`): the prospective test of docs/protocol.md, each
 finished test seed alone and the finished seeds pooled, with the comparator chosen on the development run of the
 domain's chosen setting (amendment 4), and the pooled reading with the comparator of the domain's stored development
-seeds beside it.
+seeds beside it. readme-verdict (`verdict_lines`) is the decision per domain, and the goal, from the same runs.
 """
 
 from __future__ import annotations
@@ -60,42 +60,46 @@ ROWS = {
                   + [("math, 8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
     "protocol-dev": [("code, 8 passes, plan teacher, 8 offline references (development seed 8)",
                       ["protocol-dev-code-plan-seed8"])],
-    "readme-code": [("3 passes (seeds 0, 1)", ["make_study_default_seed0", "regime_code_prepared_seed1"]),
-                    ("8 passes (seeds 1, 2)", ["regime_code_prepared_e8_seed1", "regime_code_prepared_e8_seed2"])],
+    "readme-code": [("3 passes, copying teacher (seeds 0, 1)", ["make_study_default_seed0",
+                                                               "regime_code_prepared_seed1"]),
+                    ("8 passes, copying teacher (seeds 1, 2)", ["regime_code_prepared_e8_seed1",
+                                                                "regime_code_prepared_e8_seed2"]),
+                    ("8 passes, plan teacher, 8 offline references, 48 candidates (development seed 8)",
+                     ["protocol-dev-code-plan-seed8"])],
     "readme-math": [("8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
     "readme-medical": [("3 passes, 4 offline references (seed 0)", ["regime_medical_prepared_offline4_seed0"])],
 }
 FILES = {"headline": "docs/results.md", "eight-passes": "docs/results.md", "references": "docs/results.md",
          "protocol-dev": "docs/results.md", "protocol-test": "docs/results.md",
-         "readme-code": "README.md", "readme-math": "README.md", "readme-medical": "README.md"}
+         "readme-verdict": "README.md", "readme-code": "README.md", "readme-math": "README.md",
+         "readme-medical": "README.md"}
 HEADER = ("| design | targets | Leaky | best OUT-only baseline | Leaky − it (paired) | best online attack (IN+OUT) "
           "| paper: max OUT-only baseline per target | TPR@1% FPR, Leaky / baseline (negatives) |\n"
           "|---|---|---|---|---|---|---|---|")
 
 
-OLD_DEV = {
-    # amendment 4: the comparator chosen on the domain's stored development seeds, read beside the decision
-    "code": ("the copying teacher's seeds 1, 2", ["regime_code_prepared_e8_seed1", "regime_code_prepared_e8_seed2"]),
-    "medical": ("seed 0 (3 passes)", ["regime_medical_prepared_offline4_seed0"]),
-    "math": ("seeds 1–5 (24 candidates, 48 tokens)",
-             [f"regime_math_prepared_e8_offline8_seed{s}" for s in range(1, 6)]),
-}
 NOTHING_YET = "| no test seed has finished |" + " |" * 7
+
+
+def recorded_choices(results: Path) -> dict:
+    """results/protocol_choices.json (domain -> the rule's choice), {} before any rule has run."""
+    choices_file = results / "protocol_choices.json"
+    return json.loads(choices_file.read_text(encoding="utf-8")) if choices_file.is_file() else {}
 
 
 def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], list[str]]]:
     """(label, test runs, development runs) per row of the prospective test, from what `results` holds: for each
     domain whose choice results/protocol_choices.json records (code, medical, math order), each test seed with a
     stored scores.parquet alone, then, once two are stored, them pooled (the decision) and the pooled reading with
-    the comparator of OLD_DEV. The comparator is chosen on the chosen setting's development run (seed 8)."""
-    choices_file = results / "protocol_choices.json"
-    choices = json.loads(choices_file.read_text(encoding="utf-8")) if choices_file.is_file() else {}
+    the comparator of the domain's stored development seeds. The comparator is chosen on
+    protocol_runs.comparator_dev_runs (amendment 4)."""
+    choices = recorded_choices(results)
     rows = []
     for domain in ("code", "medical", "math"):
         if domain not in choices:
             continue
         chosen = choices[domain]["chosen"]
-        dev = [protocol_runs.run_name(domain, chosen, protocol_runs.DEV_SEED)]
+        dev = protocol_runs.comparator_dev_runs(domain, chosen)
         done = [(s, protocol_runs.run_name(domain, chosen, s)) for s in protocol_runs.TEST_SEEDS]
         done = [(s, name) for s, name in done if (results / name / "scores.parquet").is_file()]
         what = f"{domain}, {chosen}"
@@ -104,9 +108,77 @@ def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], li
             seeds = ", ".join(str(s) for s, _ in done)
             names = [name for _, name in done]
             rows.append((f"**{what}, test seeds {seeds} pooled: the decision**", names, dev))
-            old_label, old_runs = OLD_DEV[domain]
+            old_label, old_runs = protocol_runs.STORED_DEV_RUNS[domain]
             rows.append((f"{what}, test seeds {seeds} pooled, comparator from {old_label}", names, old_runs))
     return rows
+
+
+VERDICT_HEADER = ("| domain | setting, fixed on development seed 8 | development seed 8: Leaky − comparator "
+                  "| test seeds with scores | test seeds pooled: Leaky − comparator (paired 95% CI) "
+                  "| TPR@1% FPR, Leaky / comparator (negatives) | verdict |\n|---|---|---|---|---|---|---|")
+
+
+def _reading(pool, runs: list[Path], dev: list[Path] | None = None) -> dict:
+    """pool_runs.goal_reading of the runs' real targets read together; with `dev`, against the comparator chosen on
+    those development runs (without, against the runs' own best OUT-only baseline)."""
+    n_boot, seed = pool.common_bootstrap_settings(runs)
+    chosen = pool.dev_choices(pool.pooled_scores(dev), n_boot=n_boot, seed=seed) if dev else None
+    headline = pool.pooled_tables(pool.pooled_scores(runs), n_boot=n_boot, seed=seed, chosen=chosen)["headline"]
+    return pool.goal_reading(headline)
+
+
+def _difference(r: dict) -> str:
+    return f"{r['delta']:+.3f} [{r['delta_lo']:+.3f}, {r['delta_hi']:+.3f}] vs {r['baseline_attack']}"
+
+
+def verdict_lines(pool, results: Path = RESULTS) -> list[str]:
+    """The README's verdict: per domain (code, medical, math) the setting its rule fixed, the development reading,
+    how many test seeds have scores, their pooled reading against the development-chosen comparator, and the
+    decision of docs/protocol.md once every test seed has scores; then the goal (Leaky leads in >= 2 of 3 domains).
+    A domain whose choice is not recorded yet reads 'pending'."""
+    choices = recorded_choices(results)
+    lines, decided, leads = VERDICT_HEADER.splitlines(), 0, 0
+    n_test = len(protocol_runs.TEST_SEEDS)
+    for domain in ("code", "medical", "math"):
+        if domain not in choices:
+            lines.append(f"| {domain} | not fixed yet: development seed 8 has not finished | — | 0 of {n_test} "
+                         "| — | — | pending |")
+            continue
+        chosen = choices[domain]["chosen"]
+        dev = [results / r for r in protocol_runs.comparator_dev_runs(domain, chosen)]
+        dev_cell = (_difference(_reading(pool, dev)) if all((d / "scores.parquet").is_file() for d in dev)
+                    else "not stored")
+        done = [s for s in protocol_runs.TEST_SEEDS
+                if (results / protocol_runs.run_name(domain, chosen, s) / "scores.parquet").is_file()]
+        seeds_cell = f"{len(done)} of {n_test}" + (f" (seed{'s' * (len(done) > 1)} {', '.join(map(str, done))})"
+                                                    if done else "")
+        pooled_cell = tpr_cell = "—"
+        verdict = f"pending: {len(done)} of {n_test} test seeds"
+        if done:
+            r = _reading(pool, [results / protocol_runs.run_name(domain, chosen, s) for s in done], dev)
+            pooled_cell = _difference(r) + ("" if len(done) == n_test else " (interim)")
+            tpr_cell = (f"{r['leaky_tpr@1%']:.3f} / {r['baseline_tpr@1%']:.3f} ({r['n_neg']})"
+                        if pd.notna(r["leaky_tpr@1%"]) else f"not resolvable ({r['n_neg']})")
+            if len(done) == n_test:
+                decided += 1
+                leads += bool(r["reached"])
+                missing = [why for why, ok in (("the paired CI reaches 0", r["auroc_lead"]),
+                                               ("TPR@1% not above the comparator's", r["tpr_lead"])) if not ok]
+                verdict = "**leads**" if r["reached"] else "does not lead: " + " and ".join(missing)
+        lines.append(f"| {domain} | {protocol_runs.DESCRIBED[chosen]} | {dev_cell} | {seeds_cell} | {pooled_cell} "
+                     f"| {tpr_cell} | {verdict} |")
+    lines += ["", f"Goal, Leaky leads in at least 2 of the 3 domains: **{goal_status(decided, leads)}**."]
+    return lines
+
+
+def goal_status(decided: int, leads: int, domains: int = 3, needed: int = 2) -> str:
+    """The protocol's goal (a lead in `needed` of `domains` domains) given the domains decided and how many lead:
+    reached, not reached (too few domains left to reach it), or open."""
+    if leads >= needed:
+        return "reached"
+    if leads + domains - decided < needed:
+        return "not reached"
+    return f"open ({decided} of {domains} domains decided, {leads} with a lead)"
 
 
 def row(pool, label: str, runs: list[str], chosen: dict[str, str] | None = None, results: Path = RESULTS) -> str:
@@ -134,6 +206,8 @@ def row(pool, label: str, runs: list[str], chosen: dict[str, str] | None = None,
 
 
 def table(pool, name: str, results: Path = RESULTS) -> str:
+    if name == "readme-verdict":
+        return "\n".join(verdict_lines(pool, results))
     if name == "protocol-test":
         rows, chosen = [], {}  # a domain's development runs serve several rows: their choice is read once
         for label, runs, dev in protocol_test_rows(results):
