@@ -105,3 +105,18 @@ def test_each_notebook_reads_its_commands_default_run_directory(name, default_of
     want = (next(f.default for f in fields(AuditRequest) if f.name == "out") if default_of == "audit"
             else load_config(preset="default").run_dir)
     assert found == [str(want)]
+
+
+def test_the_report_guides_python_code_runs_on_a_run_directory(fake_run, capsys):
+    """docs/guide/report.md's 'From Python or a notebook' block, run as written on the synthetic run (its path in
+    place of runs/default): the headline, the per-target pivot and the ranked candidates print."""
+    import re
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "report.md").read_text(encoding="utf-8")
+    section = guide.split("## From Python or a notebook", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    assert 'load_run("runs/default")' in code
+    exec(compile(code.replace('"runs/default"', repr(str(fake_run))), "report.md", "exec"), {})  # our own docs
+    out = capsys.readouterr().out
+    assert "best OUT-only baseline" in out and "mean per-target AUROC [95% CI]" in out
+    assert "math-0" in out and "record_id" in out
