@@ -146,15 +146,16 @@ def verdict_lines(pool, results: Path = RESULTS) -> list[str]:
             continue
         chosen = choices[domain]["chosen"]
         dev = [results / r for r in protocol_runs.comparator_dev_runs(domain, chosen)]
-        dev_cell = (_difference(_reading(pool, dev)) if all((d / "scores.parquet").is_file() for d in dev)
-                    else "not stored")
+        dev_stored = all((d / "scores.parquet").is_file() for d in dev)
+        dev_cell = _difference(_reading(pool, dev)) if dev_stored else "not stored"
         done = [s for s in protocol_runs.TEST_SEEDS
                 if (results / protocol_runs.run_name(domain, chosen, s) / "scores.parquet").is_file()]
         seeds_cell = f"{len(done)} of {n_test}" + (f" (seed{'s' * (len(done) > 1)} {', '.join(map(str, done))})"
                                                     if done else "")
         pooled_cell = tpr_cell = "—"
-        verdict = f"pending: {len(done)} of {n_test} test seeds"
-        if done:
+        verdict = (f"pending: {len(done)} of {n_test} test seeds" if dev_stored
+                   else "pending: the development run that chooses the comparator is not stored")
+        if done and dev_stored:
             r = _reading(pool, [results / protocol_runs.run_name(domain, chosen, s) for s in done], dev)
             pooled_cell = _difference(r) + ("" if len(done) == n_test else " (interim)")
             tpr_cell = (f"{r['leaky_tpr@1%']:.3f} / {r['baseline_tpr@1%']:.3f} ({r['n_neg']})"

@@ -166,3 +166,11 @@ def test_a_decided_domain_without_a_lead_names_the_half_of_the_rule_that_failed(
     assert math["delta_lo"] <= 0 and math["leaky_tpr@1%"] > math["baseline_tpr@1%"]  # the AUROC half fails alone
     line = tables.verdict_lines(pool, results)[4]
     assert line.startswith("| math |") and line.endswith("| does not lead: the paired CI reaches 0 |")
+
+
+def test_test_seeds_without_their_development_run_are_not_read(tables, pool, tmp_path):
+    # the comparator cannot be chosen, so no reading is made (and nothing fails)
+    results = _results(tmp_path, {"protocol-test-code-plan-seed6": DEV}, {"code": {"chosen": "plan"}})
+    line = tables.verdict_lines(pool, results)[2]
+    assert line == ("| code | plan teacher (the program as numbered English steps) | not stored | 1 of 2 (seed 6) "
+                    "| — | — | pending: the development run that chooses the comparator is not stored |")
