@@ -1,6 +1,7 @@
-"""Lands the protocol's finished runs in results/: copies each finished run's small files and protocol_choices.json
-from the out-root that experiments/protocol_runs.py writes to, and adds a results/index.md row for each run new to it,
-naming the tables it feeds. Then `python experiments/results_tables.py` fills those tables.
+"""Produces results/'s copies of the runs behind docs/results.md's prospective tables and the README's verdict: copies
+each finished protocol run's small files and protocol_choices.json from the out-root that experiments/protocol_runs.py
+writes to, and adds a results/index.md row for each run new to it, naming the tables it feeds. Then
+`python experiments/results_tables.py` fills those tables.
 
     python experiments/land_runs.py --from DIR [--results results/] [--dry-run]
 
