@@ -174,3 +174,10 @@ def test_test_seeds_without_their_development_run_are_not_read(tables, pool, tmp
     line = tables.verdict_lines(pool, results)[2]
     assert line == ("| code | plan teacher (the program as numbered English steps) | not stored | 1 of 2 (seed 6) "
                     "| — | — | pending: the development run that chooses the comparator is not stored |")
+
+
+def test_the_readme_domain_tables_end_with_the_published_result_and_the_results_page_tables_do_not(tables, pool):
+    lines = tables.table(pool, "readme-medical").splitlines()
+    assert lines[-1] == tables.PUBLISHED and len(lines) == 2 + len(tables.ROWS["readme-medical"]) + 1
+    assert "0.875" in tables.PUBLISHED and "0.826" in tables.PUBLISHED and "0.614" in tables.PUBLISHED
+    assert tables.PUBLISHED not in tables.table(pool, "protocol-dev")
