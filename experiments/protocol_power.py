@@ -1,5 +1,5 @@
 """docs/results.md, "What the test can show": how often a test of K targets shows a lead of the size a development
-run (or several pooled) measured, by the AUROC half of docs/protocol.md's decision rule.
+run (or several pooled) measured, by each half of docs/protocol.md's decision rule and by both.
 
 A simulated test draws K target slots with replacement from the development run's real targets (each target keeps
 its candidates, labels and scores) and is read as the test seeds are: the mean per-target AUROC of PRIMARY minus
@@ -9,7 +9,9 @@ targets were the population, i.e. with the development lead taken as the truth, 
 wide). A duplicated target carries the same record draw twice, so the simulation is, if anything, pessimistic.
 Also printed: the smallest lead a test of K targets would show with 80% power by the normal approximation on the SD
 of the per-target differences (a lower bound: the rule's CI also resamples records inside each target). The TPR half
-of the rule is not simulated. Trains, samples and scores nothing.
+is read on the same simulated tests: the drawn targets' scores, each target's robust z-scored within it (label-free,
+leakaudit.metrics.normalise_within_target, as the rule reads them), pooled under one threshold, and PRIMARY's TPR at 1%
+FPR compared with VERSUS's. The rule needs both halves. Trains, samples and scores nothing.
 
     python experiments/protocol_power.py results/protocol-dev-code-plan-seed8 --versus fresh_gap_max \
         --targets 8 16 --json experiments/results/protocol_power_code.json
@@ -27,7 +29,7 @@ from scipy.stats import norm
 
 import pool_runs  # a sibling: experiments/ is on the path of a script run from it
 from leakaudit.errors import InputError
-from leakaudit.metrics import normalise_scores
+from leakaudit.metrics import normalise_scores, normalise_within_target, tpr_at_fpr
 from leakaudit.per_target import per_target_auroc, target_matrices, two_level_bootstrap
 
 
@@ -37,17 +39,33 @@ def per_target_differences(targets) -> np.ndarray:
     return auc[0] - auc[1]
 
 
-def simulated_power(targets, *, k: int, sims: int, n_boot: int, seed: int, level: float = 0.95) -> float:
-    """Share of `sims` simulated tests of `k` target slots (drawn with replacement from `targets`) whose two-level
-    bootstrap CI of mean(primary − versus) lies above 0."""
+def low_fpr_lead(targets, alpha: float = 0.01) -> bool:
+    """Row 0's TPR at `alpha` FPR above row 1's, with one threshold over the targets' scores pooled (give targets
+    whose scores are normalised within each target, as the rule reads them)."""
+    y = np.concatenate([t.y for t in targets])
+    s = np.concatenate([t.scores for t in targets], axis=1)                                  # [2, N]
+    return tpr_at_fpr(y, s[0], alpha) > tpr_at_fpr(y, s[1], alpha)
+
+
+def simulated_readings(targets, *, k: int, sims: int, n_boot: int, seed: int, level: float = 0.95,
+                       alpha: float = 0.01) -> dict[str, float]:
+    """Shares of `sims` simulated tests of `k` target slots (drawn with replacement from `targets`) that show the
+    lead by the AUROC half (the two-level bootstrap CI of mean(primary − versus) above 0), by the low-FPR half
+    (low_fpr_lead), and by both."""
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2 * 100
-    shown = 0
+    shown = np.zeros(3)
     for s in range(sims):
         drawn = [targets[i] for i in rng.integers(0, len(targets), size=k)]
         boot = two_level_bootstrap(drawn, n_boot=n_boot, seed=seed + 1 + s).mean(axis=2)    # [2, B]
-        shown += np.percentile(boot[0] - boot[1], tail) > 0
-    return shown / sims
+        auroc, low = np.percentile(boot[0] - boot[1], tail) > 0, low_fpr_lead(drawn, alpha)
+        shown += (auroc, low, auroc and low)
+    return dict(zip(("auroc", "low_fpr", "both"), (shown / sims).tolist()))
+
+
+def simulated_power(targets, *, k: int, sims: int, n_boot: int, seed: int, level: float = 0.95) -> float:
+    """The AUROC half of simulated_readings: the share of simulated tests whose paired CI lies above 0."""
+    return simulated_readings(targets, k=k, sims=sims, n_boot=n_boot, seed=seed, level=level)["auroc"]
 
 
 def main() -> None:
@@ -62,7 +80,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     try:
-        scores = normalise_scores(pool_runs.pooled_scores(args.dev_runs))
+        scores = normalise_scores(pool_runs.pooled_scores(args.dev_runs))  # within-target z-scores below
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)  # the project's code for bad input; nothing has been written
@@ -72,15 +90,19 @@ def main() -> None:
         print(f"error: {', '.join(str(d / 'scores.parquet') for d in args.dev_runs)}: no attack {missing} "
               f"(has {sorted(set(scores['label']))})", file=sys.stderr)
         sys.exit(2)
-    targets = target_matrices(scores[scores["label"].isin(labels)], labels)
+    # monotone within each target, so every per-target AUROC is the raw scores' (the low-FPR half needs the z-scores)
+    targets = target_matrices(normalise_within_target(scores[scores["label"].isin(labels)]), labels)
     diff = per_target_differences(targets)
     sd = float(diff.std(ddof=1)) if len(diff) > 1 else float("nan")  # one target has no spread
     z = norm.ppf(0.975) + norm.ppf(0.80)
-    rows = [{"targets": k, "power_at_dev_lead": simulated_power(targets, k=k, sims=args.sims, n_boot=args.n_boot,
-                                                                seed=args.seed),
-             "lead_shown_80pct_normal_approx": float(z * sd / np.sqrt(k))} for k in args.targets]
+    rows = []
+    for k in args.targets:
+        shown = simulated_readings(targets, k=k, sims=args.sims, n_boot=args.n_boot, seed=args.seed)
+        rows.append({"targets": k, "power_at_dev_lead": shown["auroc"], "low_fpr_half_at_dev": shown["low_fpr"],
+                     "both_halves_at_dev": shown["both"], "lead_shown_80pct_normal_approx": float(z * sd / np.sqrt(k))})
     out = {"dev_runs": [str(d) for d in args.dev_runs], "primary": args.primary, "versus": args.versus,
            "dev_targets": len(targets), "dev_lead": float(diff.mean()), "sd_per_target_difference": sd,
+           "dev_low_fpr_lead": bool(low_fpr_lead(targets)),
            "per_target_difference": [round(float(d), 4) for d in diff], "sims": args.sims, "n_boot": args.n_boot,
            "seed": args.seed, "by_targets": rows}
     if args.json:
@@ -88,8 +110,9 @@ def main() -> None:
     print(f"{', '.join(d.name for d in args.dev_runs)}: {args.primary} − {args.versus} over {len(targets)} targets: "
           f"lead {diff.mean():+.3f}, SD of per-target differences {sd:.3f}")
     for r in rows:
-        print(f"  {r['targets']:3d} targets: shows the development lead {r['power_at_dev_lead']:.0%} of the time; "
-              f"80% power needs a lead of at least {r['lead_shown_80pct_normal_approx']:.3f}")
+        print(f"  {r['targets']:3d} targets: the AUROC half shows the development lead {r['power_at_dev_lead']:.0%} of "
+              f"the time, the TPR@1% half {r['low_fpr_half_at_dev']:.0%}, both {r['both_halves_at_dev']:.0%}; 80% "
+              f"power (AUROC half) needs a lead of at least {r['lead_shown_80pct_normal_approx']:.3f}")
 
 
 if __name__ == "__main__":

@@ -71,3 +71,46 @@ def test_an_unknown_attack_exits_2_and_writes_nothing(power, tmp_path, monkeypat
     power.main()
     written = json.loads(out.read_text())
     assert written["dev_targets"] == 1 and written["per_target_difference"] == [0.0]
+
+
+def test_the_low_fpr_half_by_hand(power):
+    # pooled non-members: primary 0, 0.5, 0.2, 0.1 (max 0.5); members 5, 1, 2, -1: three above -> TPR 0.75.
+    # versus: non-members 1, 1, 0, 0 (max 1); members 0, 0, 3, 0: one above -> 0.25. With 4 negatives, FPR <= 1%
+    # means no negative above the threshold.
+    a = _target("A", [1, 1, 0, 0], [5, 1, 0, 0.5], [0, 0, 1, 1])
+    b = _target("B", [1, 1, 0, 0], [2, -1, 0.2, 0.1], [3, 0, 0, 0])
+    assert power.low_fpr_lead([a, b])
+    swapped = [_target(t.key[1], t.y, t.scores[1], t.scores[0]) for t in (a, b)]
+    assert not power.low_fpr_lead(swapped)
+    same = [_target(t.key[1], t.y, t.scores[0], t.scores[0]) for t in (a, b)]
+    assert not power.low_fpr_lead(same)  # a tie is not a lead
+
+
+def test_simulated_tests_read_both_halves(power):
+    strong = _targets(np.random.default_rng(0), 8, lead=3.0)
+    assert power.simulated_readings(strong, k=16, sims=10, n_boot=100, seed=0) == {"auroc": 1.0, "low_fpr": 1.0,
+                                                                                    "both": 1.0}
+    same = [_target(t.key[1], t.y, t.scores[1], t.scores[1]) for t in strong]
+    assert power.simulated_readings(same, k=16, sims=10, n_boot=100, seed=0) == {"auroc": 0.0, "low_fpr": 0.0,
+                                                                                  "both": 0.0}
+
+
+def test_the_low_fpr_half_reads_a_stored_run_as_the_decision_rule_does(power, tmp_path, monkeypatch):
+    """On code's development run, Leaky's TPR at 1% FPR on the normalised pool is below fresh_gap_max's (0.062 vs
+    0.120 in docs/results.md): the script's reading agrees with pool_runs' goal_reading."""
+    from pathlib import Path
+
+    pool = experiment_script("pool_runs")
+    run = Path(__file__).resolve().parents[1] / "results" / "protocol-dev-code-plan-seed8"
+    goal = pool.goal_reading(pool.pooled_tables(pool.pooled_scores([run]), n_boot=0, seed=0)["headline"])
+    assert goal["baseline_attack"] == "fresh_gap_max" and not goal["tpr_lead"]
+    out = tmp_path / "power.json"
+    monkeypatch.setattr("sys.argv", ["protocol_power.py", str(run), "--versus", "fresh_gap_max", "--targets", "8",
+                                     "--sims", "3", "--n-boot", "20", "--json", str(out)])
+    power.main()
+    assert json.loads(out.read_text())["dev_low_fpr_lead"] is False
+    monkeypatch.setattr("sys.argv", ["protocol_power.py", str(run), "--primary", "fresh_gap_max", "--versus",
+                                     "leaky@offline", "--targets", "8", "--sims", "3", "--n-boot", "20", "--json",
+                                     str(out)])
+    power.main()
+    assert json.loads(out.read_text())["dev_low_fpr_lead"] is True
