@@ -27,19 +27,13 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 FEEDS = "protocol-test, readme-verdict"  # the tables a test seed, or the run that chooses its comparator, feeds
 
 
-def protocol_names() -> dict[str, tuple[str, str, int]]:
-    """Every run name the protocol can produce -> (domain, option, seed)."""
-    return {protocol_runs.run_name(d, label, s): (d, label, s) for d, options in protocol_runs.OPTIONS.items()
-            for label, _ in options for s in (protocol_runs.DEV_SEED, *protocol_runs.TEST_SEEDS)}
-
-
 def finished_runs(src: Path) -> list[Path]:
     """DIR/results/<name>/ folders holding scores.parquet, sorted by name; InputError for a missing DIR/results or a
     finished folder that is not one of the protocol's runs."""
     kept = src / "results"
     if not kept.is_dir():
         raise InputError("no results/ folder: give the --out-root that protocol_runs.py wrote to", path=str(src))
-    names = protocol_names()
+    names = protocol_runs.protocol_names()
     runs = sorted(d for d in kept.iterdir() if (d / "scores.parquet").is_file())
     for d in runs:
         if d.name not in names:
@@ -48,17 +42,18 @@ def finished_runs(src: Path) -> list[Path]:
 
 
 def index_row(name: str, choices: dict) -> str:
-    """results/index.md's row for a protocol run: domain, design, seed and the tables it feeds (a test seed of the
-    chosen option, or a run that chooses the comparator; another development run feeds none)."""
-    domain, label, seed = protocol_names()[name]
+    """results/index.md's row for a protocol run: domain, design, seed and the tables it feeds (every development run
+    protocol-dev; a test seed of the chosen option, and the run that chooses its comparator, the decision's tables)."""
+    domain, label, seed = protocol_runs.protocol_names()[name]
     chosen = choices.get(domain, {}).get("chosen")
     if seed == protocol_runs.DEV_SEED:
-        feeds = chosen is not None and name in protocol_runs.comparator_dev_runs(domain, chosen)
-        role = "development seed" + (", which chooses the comparator of the test seeds" if feeds else "")
+        chooses = chosen is not None and name in protocol_runs.comparator_dev_runs(domain, chosen)
+        role = "development seed" + (", which chooses the comparator of the test seeds" if chooses else "")
+        feeds = "protocol-dev" + (f", {FEEDS}" if chooses else "")
     else:
-        feeds, role = label == chosen, "test seed"
-    return (f"| `{name}` | {domain} | the protocol's design, {protocol_runs.DESCRIBED[label]}: {role} | {seed} "
-            f"| {FEEDS if feeds else ''} | |")
+        role, feeds = "test seed", FEEDS if label == chosen else ""
+    design = f"the protocol's design, {protocol_runs.DESCRIBED[label]}: {role}"
+    return f"| `{name}` | {domain} | {design} | {seed} | {feeds} | |"
 
 
 def changed_files(run: Path, dest: Path) -> list[str]:

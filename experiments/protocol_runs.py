@@ -77,6 +77,12 @@ def run_name(domain: str, label: str, seed: int) -> str:
     return EXISTING_NAMES.get((domain, label, seed), f"protocol-{phase}-{domain}-{label}-seed{seed}")
 
 
+def protocol_names() -> dict[str, tuple[str, str, int]]:
+    """Every run name the protocol can produce -> (domain, option, seed)."""
+    return {run_name(d, label, s): (d, label, s) for d, options in OPTIONS.items() for label, _ in options
+            for s in (DEV_SEED, *TEST_SEEDS)}
+
+
 def comparator_dev_runs(domain: str, chosen: str) -> list[str]:
     """The development runs whose scores choose the comparator of a domain's test seeds (amendment 4: the development
     runs of the regime the test seeds run in).

@@ -10,10 +10,11 @@ Each row reads one design's runs together (experiments/pool_runs.py's pooled_tab
 apart, mean per-target AUROC with a two-level bootstrap, paired difference on the same resamples), with the bootstrap
 settings the runs' reports used.
 
-protocol-test is built from what results/ holds (`protocol_test_rows`): the prospective test of docs/protocol.md, each
-finished test seed alone and the finished seeds pooled, with the comparator chosen on the development run of the
-domain's chosen setting (amendment 4), and the pooled reading with the comparator of the domain's stored development
-seeds beside it. readme-verdict (`verdict_lines`) is the decision per domain, and the goal, from the same runs.
+protocol-dev and protocol-test are built from what results/ holds (`protocol_dev_rows`, `protocol_test_rows`): the
+development runs of the protocol's design, and the prospective test of docs/protocol.md, each finished test seed alone
+and the finished seeds pooled, with the comparator chosen on the development run of the domain's chosen setting
+(amendment 4), and the pooled reading with the comparator of the domain's stored development seeds beside it.
+readme-verdict (`verdict_lines`) is the decision per domain, and the goal, from the same runs.
 """
 
 from __future__ import annotations
@@ -58,8 +59,6 @@ ROWS = {
     "references": [(f"math, 8 passes, 8 offline references (seed {s})",
                     [f"regime_math_prepared_e8_offline8_seed{s}"]) for s in (1, 2, 3, 4, 5)]
                   + [("math, 8 passes, 8 offline references (seeds 2–5)", MATH_OFF8)],
-    "protocol-dev": [("code, 8 passes, plan teacher, 8 offline references (development seed 8)",
-                      ["protocol-dev-code-plan-seed8"])],
     "readme-code": [("3 passes, copying teacher (seeds 0, 1)", ["make_study_default_seed0",
                                                                "regime_code_prepared_seed1"]),
                     ("8 passes, copying teacher (seeds 1, 2)", ["regime_code_prepared_e8_seed1",
@@ -90,6 +89,24 @@ def recorded_choices(results: Path) -> dict:
     """results/protocol_choices.json (domain -> the rule's choice), {} before any rule has run."""
     choices_file = results / "protocol_choices.json"
     return json.loads(choices_file.read_text(encoding="utf-8")) if choices_file.is_file() else {}
+
+
+def protocol_dev_rows(results: Path = RESULTS) -> list[tuple[str, list[str]]]:
+    """(label, [run]) per development run of the protocol's design with a stored scores.parquet, for each domain whose
+    choice results/protocol_choices.json records (code, medical, math order): the runs its rule read, then the one
+    that chooses the comparator (amendment 4) when it is not among them."""
+    names, rows, choices = protocol_runs.protocol_names(), [], recorded_choices(results)
+    for domain in ("code", "medical", "math"):
+        if domain not in choices:
+            continue
+        comparator = protocol_runs.comparator_dev_runs(domain, choices[domain]["chosen"])
+        runs = list(dict.fromkeys([*choices[domain].get("dev_runs", []), *comparator]))
+        for run in runs:
+            if run in names and (results / run / "scores.parquet").is_file():
+                option = protocol_runs.DESCRIBED[names[run][1]]
+                rows.append((f"{domain}, {option}, development seed {protocol_runs.DEV_SEED}"
+                             + (" (chooses the comparator)" if run in comparator else ""), [run]))
+    return rows
 
 
 def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], list[str]]]:
@@ -214,6 +231,9 @@ def row(pool, label: str, runs: list[str], chosen: dict[str, str] | None = None,
 def table(pool, name: str, results: Path = RESULTS) -> str:
     if name == "readme-verdict":
         return "\n".join(verdict_lines(pool, results))
+    if name == "protocol-dev":
+        return "\n".join([HEADER] + [row(pool, label, runs, results=results)
+                                      for label, runs in protocol_dev_rows(results)])
     if name == "protocol-test":
         rows, chosen = [], {}  # a domain's development runs serve several rows: their choice is read once
         for label, runs, dev in protocol_test_rows(results):

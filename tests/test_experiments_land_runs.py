@@ -50,7 +50,7 @@ def test_finished_runs_land_with_their_rows_and_a_second_landing_copies_nothing(
     plan = "the protocol's design, plan teacher (the program as numbered English steps)"
     assert lines[5:7] == [
         f"| `protocol-dev-code-plan-seed8` | code | {plan}: development seed, which chooses the comparator of the test "
-        "seeds | 8 | protocol-test, readme-verdict | |",
+        "seeds | 8 | protocol-dev, protocol-test, readme-verdict | |",
         f"| `protocol-test-code-plan-seed6` | code | {plan}: test seed | 6 | protocol-test, readme-verdict | |"]
     assert lines[4] == "| `older` | math | by hand | 0 | headline | |" and lines[-1] == "Runs named but not kept: none."
     before = (results / "index.md").read_text()
@@ -61,12 +61,14 @@ def test_finished_runs_land_with_their_rows_and_a_second_landing_copies_nothing(
     assert (results / "index.md").read_text() == before  # a listed run keeps its row
 
 
-def test_a_development_run_that_does_not_choose_the_comparator_feeds_no_table():
+def test_a_development_run_that_does_not_choose_the_comparator_feeds_only_the_development_table():
     choices = {"math": {"chosen": "prepared128"}, "medical": {"chosen": "passes3"}}
-    assert L.index_row("protocol-dev-math-restated48-seed8", choices).endswith("| 8 |  | |")
-    assert L.index_row("protocol-dev-math-prepared128-seed8", choices).endswith("| protocol-test, readme-verdict | |")
+    assert L.index_row("protocol-dev-math-restated48-seed8", choices).endswith("| 8 | protocol-dev | |")
+    assert L.index_row("protocol-dev-math-prepared128-seed8", choices).endswith(
+        "| protocol-dev, protocol-test, readme-verdict | |")
     # medical's fall-back to 3 passes reads its comparator on the 8-pass development run
-    assert "| protocol-test, readme-verdict |" in L.index_row("dev-medical-prepared-e8-offline8-c48-seed8", choices)
+    medical = L.index_row("dev-medical-prepared-e8-offline8-c48-seed8", choices)
+    assert medical.endswith("| 8 | protocol-dev, protocol-test, readme-verdict | |")
 
 
 @pytest.mark.parametrize("make_bad, says", [

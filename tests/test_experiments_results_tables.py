@@ -181,3 +181,27 @@ def test_the_readme_domain_tables_end_with_the_published_result_and_the_results_
     assert lines[-1] == tables.PUBLISHED and len(lines) == 2 + len(tables.ROWS["readme-medical"]) + 1
     assert "0.875" in tables.PUBLISHED and "0.826" in tables.PUBLISHED and "0.614" in tables.PUBLISHED
     assert tables.PUBLISHED not in tables.table(pool, "protocol-dev")
+
+
+def test_the_development_table_lists_each_domains_development_runs_with_scores(tables, tmp_path):
+    # code: restated stopped after its teacher (no scores), plan chooses; medical fell back to 3 passes, so its
+    # 8-pass run chooses; math tried two options and chose the second
+    choices = {"code": {"chosen": "plan", "dev_runs": ["protocol-dev-code-restated-seed8", DEV]},
+               "medical": {"chosen": "passes3", "dev_runs": ["dev-medical-prepared-e8-offline8-c48-seed8"]},
+               "math": {"chosen": "prepared128", "dev_runs": ["protocol-dev-math-restated48-seed8",
+                                                              "protocol-dev-math-prepared128-seed8"]}}
+    links = {DEV: DEV, "dev-medical-prepared-e8-offline8-c48-seed8": DEV, "protocol-dev-math-restated48-seed8": DEV,
+             "protocol-dev-math-prepared128-seed8": DEV}
+    results = _results(tmp_path, links, choices)
+    (results / "protocol-dev-code-restated-seed8").mkdir()
+    assert tables.protocol_dev_rows(results) == [
+        ("code, plan teacher (the program as numbered English steps), development seed 8 (chooses the comparator)",
+         [DEV]),
+        ("medical, 8 passes, development seed 8 (chooses the comparator)",
+         ["dev-medical-prepared-e8-offline8-c48-seed8"]),
+        ("math, restated teacher (answer first), 48 tokens, development seed 8",
+         ["protocol-dev-math-restated48-seed8"]),
+        ("math, copying teacher, 128 tokens, development seed 8 (chooses the comparator)",
+         ["protocol-dev-math-prepared128-seed8"])]
+    (tmp_path / "none").mkdir()
+    assert tables.protocol_dev_rows(_results(tmp_path / "none", {}, None)) == []
