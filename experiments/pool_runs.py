@@ -4,7 +4,8 @@ Several finished runs' real targets read together, as the report reads one run: 
 AUROC with its two-level bootstrap CI and the paired difference Leaky minus it (leakaudit.per_target), the headline
 (Leaky against the best OUT-only baseline, online attacks beside it) and the protocol's decision rule
 (docs/protocol.md): Leaky's paired CI against the best OUT-only baseline above 0, and its TPR at 1% FPR on the
-per-target-normalised pool above that baseline's. With --dev, the baselines are chosen on development runs and read
+per-target-normalised pool above that baseline's; the goal block also gives that TPR gap's bootstrap CI
+(low_fpr_difference), which the rule does not use. With --dev, the baselines are chosen on development runs and read
 on these (selection-free). Trains, samples and scores nothing.
 
 Each run's targets keep their own labels and scores; a target is renamed '<run folder>/<target>' so two seeds'
@@ -25,11 +26,12 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from leakaudit.errors import InputError
-from leakaudit.metrics import normalise_scores, summarise
-from leakaudit.per_target import IN_OUT, OUT_ONLY, choose_baseline, headline_table, mean_target_tables
+from leakaudit.metrics import normalise_scores, normalise_within_target, summarise, tpr_at_fpr
+from leakaudit.per_target import IN_OUT, OUT_ONLY, choose_baseline, headline_table, mean_target_tables, target_matrices
 from leakaudit.report import load_run, null_check_table
 
 
@@ -141,6 +143,41 @@ def goal_reading(headline: pd.DataFrame) -> dict:
             "tpr_lead": tpr_lead, "n_neg": int(lk["n_neg"]) if pd.notna(lk["n_neg"]) else None}
 
 
+def low_fpr_difference(scores: pd.DataFrame, primary: str, versus: str, *, n_boot: int, seed: int,
+                       alpha: float = 0.01, level: float = 0.95) -> dict[str, float]:
+    """TPR at `alpha` FPR of `primary` minus `versus` as the rule reads it (real-target scores normalised within each
+    target, pooled under one threshold), with a percentile CI from a two-level bootstrap: targets with replacement,
+    then members and non-members with replacement inside each drawn target. Written here because the package
+    bootstraps AUROCs only (leakaudit.per_target.two_level_bootstrap returns AUROCs, not the draws). NaN when the
+    pool has fewer than 1/alpha non-members (the rate cannot be resolved)."""
+    nan = {"delta": float("nan"), "lo": float("nan"), "hi": float("nan")}
+    rows = scores[scores["label"].isin([primary, versus])]
+    targets = target_matrices(normalise_within_target(rows), [primary, versus])
+    y = np.concatenate([t.y for t in targets])
+    if alpha * int((~y).sum()) < 1:
+        return nan
+
+    def delta(y: np.ndarray, s: np.ndarray) -> float:                                  # s [2, N]
+        return tpr_at_fpr(y, s[0], alpha) - tpr_at_fpr(y, s[1], alpha)
+
+    point = delta(y, np.concatenate([t.scores for t in targets], axis=1))
+    rng, boot = np.random.default_rng(seed), []
+    for _ in range(n_boot):
+        ys, ss = [], []
+        for i in rng.integers(0, len(targets), size=len(targets)):
+            t = targets[i]
+            pos, neg = np.flatnonzero(t.y), np.flatnonzero(~t.y)
+            idx = np.r_[rng.choice(pos, len(pos)), rng.choice(neg, len(neg))]
+            ys.append(t.y[idx])
+            ss.append(t.scores[:, idx])
+        boot.append(delta(np.concatenate(ys), np.concatenate(ss, axis=1)))
+    if not boot:
+        return {**nan, "delta": point}
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(boot, [tail, 100 - tail])
+    return {"delta": point, "lo": float(lo), "hi": float(hi)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
@@ -158,6 +195,9 @@ def main() -> None:
     scores = rows[False]
     t = pooled_tables(scores, n_boot=n_boot, seed=seed, chosen=chosen)
     goal = goal_reading(t["headline"])
+    if goal["reached"] is not None:
+        goal["tpr_difference"] = low_fpr_difference(scores, goal["leaky_attack"], goal["baseline_attack"],
+                                                    n_boot=n_boot, seed=seed)
     null = pooled_null_check(rows[True], n_boot=n_boot, seed=seed)
     cols = ["label", "family", "threat_model", "n_targets", "auroc", "auroc_lo", "auroc_hi", "delta", "delta_lo",
             "delta_hi"]

@@ -137,16 +137,22 @@ def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], li
 
 VERDICT_HEADER = ("| domain | setting, fixed on development seed 8 | development seed 8: Leaky − comparator "
                   "| test seeds with scores | test seeds pooled: Leaky − comparator (paired 95% CI) "
-                  "| TPR@1% FPR, Leaky / comparator (negatives) | verdict |\n|---|---|---|---|---|---|---|")
+                  "| TPR@1% FPR, Leaky / comparator (negatives); Δ [95% CI] | verdict |\n"
+                  "|---|---|---|---|---|---|---|")
 
 
 def _reading(pool, runs: list[Path], dev: list[Path] | None = None) -> dict:
-    """pool_runs.goal_reading of the runs' real targets read together; with `dev`, against the comparator chosen on
-    those development runs (without, against the runs' own best OUT-only baseline)."""
+    """pool_runs.goal_reading of the runs' real targets read together, with the TPR@1% difference's CI
+    (pool_runs.low_fpr_difference); with `dev`, against the comparator chosen on those development runs (without,
+    against the runs' own best OUT-only baseline)."""
     n_boot, seed = pool.common_bootstrap_settings(runs)
     chosen = pool.dev_choices(pool.pooled_scores(dev), n_boot=n_boot, seed=seed) if dev else None
-    headline = pool.pooled_tables(pool.pooled_scores(runs), n_boot=n_boot, seed=seed, chosen=chosen)["headline"]
-    return pool.goal_reading(headline)
+    scores = pool.pooled_scores(runs)
+    reading = pool.goal_reading(pool.pooled_tables(scores, n_boot=n_boot, seed=seed, chosen=chosen)["headline"])
+    if reading["reached"] is not None:
+        reading["tpr_difference"] = pool.low_fpr_difference(scores, reading["leaky_attack"],
+                                                            reading["baseline_attack"], n_boot=n_boot, seed=seed)
+    return reading
 
 
 def _difference(r: dict) -> str:
@@ -180,8 +186,10 @@ def verdict_lines(pool, results: Path = RESULTS) -> list[str]:
         if done and dev_stored:
             r = _reading(pool, [results / protocol_runs.run_name(domain, chosen, s) for s in done], dev)
             pooled_cell = _difference(r) + ("" if len(done) == n_test else " (interim)")
-            tpr_cell = (f"{r['leaky_tpr@1%']:.3f} / {r['baseline_tpr@1%']:.3f} ({r['n_neg']})"
-                        if pd.notna(r["leaky_tpr@1%"]) else f"not resolvable ({r['n_neg']})")
+            d = r["tpr_difference"]
+            tpr_cell = (f"{r['leaky_tpr@1%']:.3f} / {r['baseline_tpr@1%']:.3f} ({r['n_neg']}); "
+                        f"Δ {d['delta']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+                        if pd.notna(d["delta"]) else f"not resolvable ({r['n_neg']})")
             if len(done) == n_test:
                 decided += 1
                 leads += bool(r["reached"])

@@ -131,3 +131,33 @@ def test_runs_that_cannot_be_pooled_are_refused_by_name(pool, tmp_path):
     with pytest.raises(pool.InputError, match="differs from"):
         pool.common_bootstrap_settings([c, d])
     assert pool.common_bootstrap_settings([c, c]) == (1000, 0)
+
+
+def _pool_of(primary: np.ndarray, versus: np.ndarray, y: np.ndarray, n_targets: int) -> pd.DataFrame:
+    """Scores of two attacks on `n_targets` targets that share one candidate layout (labels y)."""
+    rows = [("math", f"t{k}", f"r{k}-{i}", label, float(v), bool(y[i])) for k in range(n_targets)
+            for label, values in (("leaky@offline", primary), ("fresh_gap_max", versus)) for i, v in enumerate(values)]
+    return pd.DataFrame(rows, columns=["domain", "target", "record_id", "label", "score", "is_member"])
+
+
+def test_the_low_fpr_difference_and_its_ci(pool):
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(30), np.zeros(30)].astype(bool)  # 4 targets x 30 non-members = 120: 1% FPR is resolvable
+    noise = rng.normal(size=60)
+    same = pool.low_fpr_difference(_pool_of(noise, noise, y, 4), "leaky@offline", "fresh_gap_max", n_boot=50, seed=0)
+    assert same == {"delta": 0.0, "lo": 0.0, "hi": 0.0}
+    # primary puts every member above every non-member (TPR 1 at any FPR); versus is noise
+    planted = np.where(y, 10.0, 0.0) + rng.normal(size=60) * 0.1
+    d = pool.low_fpr_difference(_pool_of(planted, noise, y, 4), "leaky@offline", "fresh_gap_max", n_boot=50, seed=0)
+    assert d["lo"] > 0 and d["lo"] <= d["delta"] <= d["hi"] <= 1.0
+    few = pool.low_fpr_difference(_pool_of(planted, noise, y, 3), "leaky@offline", "fresh_gap_max", n_boot=50, seed=0)
+    assert np.isnan(few["delta"])  # 90 non-members: 1% FPR cannot be resolved
+
+
+def test_the_low_fpr_difference_is_the_decision_rules_tpr_gap_on_a_stored_run(pool):
+    run = Path(__file__).resolve().parents[1] / "results" / "protocol-dev-code-plan-seed8"
+    scores = pool.pooled_scores([run])
+    goal = pool.goal_reading(pool.pooled_tables(scores, n_boot=0, seed=0)["headline"])
+    d = pool.low_fpr_difference(scores, goal["leaky_attack"], goal["baseline_attack"], n_boot=200, seed=0)
+    assert d["delta"] == pytest.approx(goal["leaky_tpr@1%"] - goal["baseline_tpr@1%"])  # 0.062 - 0.120
+    assert d["lo"] <= d["delta"] <= d["hi"] and d["lo"] < 0 < d["hi"]  # 192 negatives: the gap is inside the noise

@@ -148,9 +148,10 @@ def test_a_domain_is_decided_once_both_test_seeds_have_scores(tables, pool, tmp_
                     ["protocol-dev-math-prepared128-seed8"])
     assert math["delta_lo"] > 0 and math["leaky_tpr@1%"] > math["baseline_tpr@1%"] and math["reached"]
     delta = f"{math['delta']:+.3f} [{math['delta_lo']:+.3f}, {math['delta_hi']:+.3f}] vs {math['baseline_attack']}"
-    assert cells["math"] == ["math", "copying teacher, 128 tokens", cells["math"][2], "2 of 2 (seeds 6, 7)", delta,
-                             f"{math['leaky_tpr@1%']:.3f} / {math['baseline_tpr@1%']:.3f} ({math['n_neg']})",
-                             "**leads**"]
+    tpr = f"{math['leaky_tpr@1%']:.3f} / {math['baseline_tpr@1%']:.3f} ({math['n_neg']}); Δ "
+    assert cells["math"][:5] == ["math", "copying teacher, 128 tokens", cells["math"][2], "2 of 2 (seeds 6, 7)", delta]
+    assert cells["math"][5].startswith(tpr) and cells["math"][6] == "**leads**"
+    assert cells["math"][5].startswith(f"{tpr}{math['leaky_tpr@1%'] - math['baseline_tpr@1%']:+.3f} [")
     code = _reading(pool, results, ["protocol-test-code-plan-seed6"], [DEV])
     assert cells["code"][3] == "1 of 2 (seed 6)" and cells["code"][4].endswith(" (interim)")
     assert cells["code"][4].startswith(f"{code['delta']:+.3f} [") and cells["code"][6] == "pending: 1 of 2 test seeds"
