@@ -31,7 +31,8 @@ import pandas as pd
 
 from leakaudit.errors import InputError
 from leakaudit.metrics import normalise_scores, normalise_within_target, summarise, tpr_at_fpr
-from leakaudit.per_target import IN_OUT, OUT_ONLY, choose_baseline, headline_table, mean_target_tables, target_matrices
+from leakaudit.per_target import (IN_OUT, OUT_ONLY, TargetScores, choose_baseline, headline_table, mean_target_tables,
+                                  target_matrices)
 from leakaudit.report import load_run, null_check_table
 
 
@@ -143,6 +144,24 @@ def goal_reading(headline: pd.DataFrame) -> dict:
             "tpr_lead": tpr_lead, "n_neg": int(lk["n_neg"]) if pd.notna(lk["n_neg"]) else None}
 
 
+def pooled_tpr_gap(targets: list[TargetScores], alpha: float = 0.01) -> float:
+    """Row 0's TPR at `alpha` FPR minus row 1's, under one threshold over the targets' scores pooled (give targets
+    whose scores are normalised within each target, as the rule reads them)."""
+    y = np.concatenate([t.y for t in targets])
+    s = np.concatenate([t.scores for t in targets], axis=1)                                  # [2, N]
+    return tpr_at_fpr(y, s[0], alpha) - tpr_at_fpr(y, s[1], alpha)
+
+
+def decision(scores: pd.DataFrame, *, n_boot: int, seed: int, chosen: dict[str, str] | None = None) -> dict:
+    """goal_reading of the real-target rows' headline (the baselines fixed by `chosen` when given), with the TPR@1%
+    gap's bootstrap CI (low_fpr_difference) as "tpr_difference" when the headline has the rows the rule reads."""
+    goal = goal_reading(pooled_tables(scores, n_boot=n_boot, seed=seed, chosen=chosen)["headline"])
+    if goal["reached"] is not None:
+        goal["tpr_difference"] = low_fpr_difference(scores, goal["leaky_attack"], goal["baseline_attack"],
+                                                    n_boot=n_boot, seed=seed)
+    return goal
+
+
 def low_fpr_difference(scores: pd.DataFrame, primary: str, versus: str, *, n_boot: int, seed: int,
                        alpha: float = 0.01, level: float = 0.95) -> dict[str, float]:
     """TPR at `alpha` FPR of `primary` minus `versus` as the rule reads it (real-target scores normalised within each
@@ -153,24 +172,18 @@ def low_fpr_difference(scores: pd.DataFrame, primary: str, versus: str, *, n_boo
     nan = {"delta": float("nan"), "lo": float("nan"), "hi": float("nan")}
     rows = scores[scores["label"].isin([primary, versus])]
     targets = target_matrices(normalise_within_target(rows), [primary, versus])
-    y = np.concatenate([t.y for t in targets])
-    if alpha * int((~y).sum()) < 1:
+    if alpha * int(sum((~t.y).sum() for t in targets)) < 1:
         return nan
-
-    def delta(y: np.ndarray, s: np.ndarray) -> float:                                  # s [2, N]
-        return tpr_at_fpr(y, s[0], alpha) - tpr_at_fpr(y, s[1], alpha)
-
-    point = delta(y, np.concatenate([t.scores for t in targets], axis=1))
+    point = pooled_tpr_gap(targets, alpha)
     rng, boot = np.random.default_rng(seed), []
     for _ in range(n_boot):
-        ys, ss = [], []
+        drawn = []
         for i in rng.integers(0, len(targets), size=len(targets)):
             t = targets[i]
             pos, neg = np.flatnonzero(t.y), np.flatnonzero(~t.y)
             idx = np.r_[rng.choice(pos, len(pos)), rng.choice(neg, len(neg))]
-            ys.append(t.y[idx])
-            ss.append(t.scores[:, idx])
-        boot.append(delta(np.concatenate(ys), np.concatenate(ss, axis=1)))
+            drawn.append(TargetScores(t.key, t.y[idx], t.scores[:, idx]))
+        boot.append(pooled_tpr_gap(drawn, alpha))
     if not boot:
         return {**nan, "delta": point}
     tail = (1 - level) / 2 * 100
@@ -194,10 +207,7 @@ def main() -> None:
         sys.exit(2)  # the project's code for bad input; nothing has been written
     scores = rows[False]
     t = pooled_tables(scores, n_boot=n_boot, seed=seed, chosen=chosen)
-    goal = goal_reading(t["headline"])
-    if goal["reached"] is not None:
-        goal["tpr_difference"] = low_fpr_difference(scores, goal["leaky_attack"], goal["baseline_attack"],
-                                                    n_boot=n_boot, seed=seed)
+    goal = decision(scores, n_boot=n_boot, seed=seed, chosen=chosen)
     null = pooled_null_check(rows[True], n_boot=n_boot, seed=seed)
     cols = ["label", "family", "threat_model", "n_targets", "auroc", "auroc_lo", "auroc_hi", "delta", "delta_lo",
             "delta_hi"]

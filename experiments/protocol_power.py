@@ -29,7 +29,7 @@ from scipy.stats import norm
 
 import pool_runs  # a sibling: experiments/ is on the path of a script run from it
 from leakaudit.errors import InputError
-from leakaudit.metrics import normalise_scores, normalise_within_target, tpr_at_fpr
+from leakaudit.metrics import normalise_scores, normalise_within_target
 from leakaudit.per_target import per_target_auroc, target_matrices, two_level_bootstrap
 
 
@@ -42,9 +42,7 @@ def per_target_differences(targets) -> np.ndarray:
 def low_fpr_lead(targets, alpha: float = 0.01) -> bool:
     """Row 0's TPR at `alpha` FPR above row 1's, with one threshold over the targets' scores pooled (give targets
     whose scores are normalised within each target, as the rule reads them)."""
-    y = np.concatenate([t.y for t in targets])
-    s = np.concatenate([t.scores for t in targets], axis=1)                                  # [2, N]
-    return tpr_at_fpr(y, s[0], alpha) > tpr_at_fpr(y, s[1], alpha)
+    return pool_runs.pooled_tpr_gap(targets, alpha) > 0
 
 
 def simulated_readings(targets, *, k: int, sims: int, n_boot: int, seed: int, level: float = 0.95,

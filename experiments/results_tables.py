@@ -109,6 +109,12 @@ def protocol_dev_rows(results: Path = RESULTS) -> list[tuple[str, list[str]]]:
     return rows
 
 
+def finished_test_seeds(results: Path, domain: str, chosen: str) -> list[tuple[int, str]]:
+    """(seed, run name) of the domain's test seeds of the chosen option whose scores.parquet `results` holds."""
+    named = [(s, protocol_runs.run_name(domain, chosen, s)) for s in protocol_runs.TEST_SEEDS]
+    return [(s, name) for s, name in named if (results / name / "scores.parquet").is_file()]
+
+
 def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], list[str]]]:
     """(label, test runs, development runs) per row of the prospective test, from what `results` holds: for each
     domain whose choice results/protocol_choices.json records (code, medical, math order), each test seed with a
@@ -122,8 +128,7 @@ def protocol_test_rows(results: Path = RESULTS) -> list[tuple[str, list[str], li
             continue
         chosen = choices[domain]["chosen"]
         dev = protocol_runs.comparator_dev_runs(domain, chosen)
-        done = [(s, protocol_runs.run_name(domain, chosen, s)) for s in protocol_runs.TEST_SEEDS]
-        done = [(s, name) for s, name in done if (results / name / "scores.parquet").is_file()]
+        done = finished_test_seeds(results, domain, chosen)
         what = f"{domain}, {chosen}"
         rows += [(f"{what}, test seed {s}", [name], dev) for s, name in done]
         if len(done) > 1:
@@ -142,17 +147,11 @@ VERDICT_HEADER = ("| domain | setting, fixed on development seed 8 | development
 
 
 def _reading(pool, runs: list[Path], dev: list[Path] | None = None) -> dict:
-    """pool_runs.goal_reading of the runs' real targets read together, with the TPR@1% difference's CI
-    (pool_runs.low_fpr_difference); with `dev`, against the comparator chosen on those development runs (without,
-    against the runs' own best OUT-only baseline)."""
+    """pool_runs.decision on the runs' real targets read together; with `dev`, against the comparator chosen on those
+    development runs (without, against the runs' own best OUT-only baseline)."""
     n_boot, seed = pool.common_bootstrap_settings(runs)
     chosen = pool.dev_choices(pool.pooled_scores(dev), n_boot=n_boot, seed=seed) if dev else None
-    scores = pool.pooled_scores(runs)
-    reading = pool.goal_reading(pool.pooled_tables(scores, n_boot=n_boot, seed=seed, chosen=chosen)["headline"])
-    if reading["reached"] is not None:
-        reading["tpr_difference"] = pool.low_fpr_difference(scores, reading["leaky_attack"],
-                                                            reading["baseline_attack"], n_boot=n_boot, seed=seed)
-    return reading
+    return pool.decision(pool.pooled_scores(runs), n_boot=n_boot, seed=seed, chosen=chosen)
 
 
 def _difference(r: dict) -> str:
@@ -176,15 +175,14 @@ def verdict_lines(pool, results: Path = RESULTS) -> list[str]:
         dev = [results / r for r in protocol_runs.comparator_dev_runs(domain, chosen)]
         dev_stored = all((d / "scores.parquet").is_file() for d in dev)
         dev_cell = _difference(_reading(pool, dev)) if dev_stored else "not stored"
-        done = [s for s in protocol_runs.TEST_SEEDS
-                if (results / protocol_runs.run_name(domain, chosen, s) / "scores.parquet").is_file()]
-        seeds_cell = f"{len(done)} of {n_test}" + (f" (seed{'s' * (len(done) > 1)} {', '.join(map(str, done))})"
-                                                    if done else "")
+        done = finished_test_seeds(results, domain, chosen)
+        seeds = ", ".join(str(s) for s, _ in done)
+        seeds_cell = f"{len(done)} of {n_test}" + (f" (seed{'s' * (len(done) > 1)} {seeds})" if done else "")
         pooled_cell = tpr_cell = "—"
         verdict = (f"pending: {len(done)} of {n_test} test seeds" if dev_stored
                    else "pending: the development run that chooses the comparator is not stored")
         if done and dev_stored:
-            r = _reading(pool, [results / protocol_runs.run_name(domain, chosen, s) for s in done], dev)
+            r = _reading(pool, [results / name for _, name in done], dev)
             pooled_cell = _difference(r) + ("" if len(done) == n_test else " (interim)")
             d = r["tpr_difference"]
             tpr_cell = (f"{r['leaky_tpr@1%']:.3f} / {r['baseline_tpr@1%']:.3f} ({r['n_neg']}); "
